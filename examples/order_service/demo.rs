@@ -1,0 +1,247 @@
+//! The parent process: sets up Redis and SQLite, runs both phases with worker
+//! processes, prints the tables and the verdict.
+
+use std::error::Error;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use lockcore_tests::RedisServer;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::time::{Instant, timeout_at};
+
+use crate::db;
+use crate::report::{Phase, PhaseSummary, WorkerReport};
+
+/// The one product every order is for.
+const PRODUCT_ID: i64 = 1;
+
+/// How long workers get to connect to Redis and SQLite and say `ready`.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Upper bound for one phase, after `go`.
+const PHASE_TIMEOUT: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct DemoArgs {
+    /// Units of the product in stock at the start of each phase.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
+    stock: i64,
+    /// Service instances (worker processes).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
+    instances: u32,
+    /// Orders each instance attempts.
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    orders_per_instance: u32,
+    /// Orders in flight at once per instance (one SQLite connection each).
+    #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=256))]
+    concurrency: u32,
+    /// Simulated work between reading and writing the stock, in ms.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=5_000))]
+    work_ms: u64,
+    /// Redis to lock on; without it a private redis-server is started on a free port.
+    #[arg(long, env = "REDIS_URL")]
+    redis_url: Option<String>,
+}
+
+/// Runs both phases. `Ok(false)` when the locked phase oversold (or the data
+/// is inconsistent): the process then exits non-zero.
+pub(crate) async fn run(args: DemoArgs) -> Result<bool, Box<dyn Error>> {
+    let attempted = u64::from(args.instances) * u64::from(args.orders_per_instance);
+
+    let mut private_redis = None;
+    let url = match &args.redis_url {
+        Some(url) => url.clone(),
+        None => {
+            // Blocking (it polls PING): keep it off the runtime threads. It
+            // panics with the install command if redis-server is missing.
+            let server = tokio::task::spawn_blocking(RedisServer::start)
+                .await
+                .map_err(|e| format!("could not start a private redis-server: {e}"))?;
+            let url = server.url();
+            private_redis = Some(server);
+            url
+        }
+    };
+    // Fail fast, with a clear message, before any worker starts.
+    lockcore::LockManager::connect(&url)
+        .await
+        .map_err(|e| format!("cannot connect to Redis at {url}: {e}"))?;
+
+    let dir = tempfile::Builder::new()
+        .prefix("order-service-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a temp dir for the SQLite database: {e}"))?;
+    let db_path = dir.path().join("shop.sqlite3");
+    db::create(&db_path, PRODUCT_ID, args.stock)
+        .map_err(|e| format!("cannot create {}: {e}", db_path.display()))?;
+
+    println!(
+        "order_service: product {PRODUCT_ID} with stock {}; {} instances x {} orders ({} in flight each), \
+         {} ms work per order; redis {url}{}",
+        args.stock,
+        args.instances,
+        args.orders_per_instance,
+        args.concurrency.min(args.orders_per_instance),
+        args.work_ms,
+        if private_redis.is_some() {
+            " (private redis-server)"
+        } else {
+            ""
+        },
+    );
+    if attempted <= args.stock.unsigned_abs() {
+        println!(
+            "warning: {attempted} attempts cannot exceed stock {}: nothing to oversell",
+            args.stock
+        );
+    }
+    println!();
+
+    let mut summaries = Vec::new();
+    for phase in [Phase::NoLock, Phase::WithLock] {
+        db::reset_at(&db_path, PRODUCT_ID, args.stock)
+            .map_err(|e| format!("cannot reset {}: {e}", db_path.display()))?;
+        let summary = run_phase(phase, &args, &db_path, &url, attempted).await?;
+        println!("{}", summary.table());
+        summaries.push(summary);
+    }
+
+    let mut ok = true;
+    for s in &summaries {
+        if !s.consistent() {
+            ok = false;
+            eprintln!(
+                "error: {}: stock {} does not match {} - {} orders",
+                s.phase, s.stock, s.initial_stock, s.orders
+            );
+        }
+        match s.phase {
+            Phase::NoLock if s.oversold() == 0 => eprintln!(
+                "warning: the no-lock phase did not oversell this time; raise --concurrency or --work-ms"
+            ),
+            Phase::WithLock if s.oversold() > 0 => {
+                ok = false;
+                eprintln!("error: the with-lock phase oversold {} units", s.oversold());
+            }
+            Phase::WithLock
+                if s.orders != s.initial_stock && attempted >= s.initial_stock.unsigned_abs() =>
+            {
+                eprintln!(
+                    "warning: the with-lock phase placed {} orders, not {} ({} busy, {} failed); \
+                     raise wait_ms or lower the load",
+                    s.orders, s.initial_stock, s.busy, s.failed
+                );
+            }
+            _ => {}
+        }
+    }
+    for s in &summaries {
+        println!("{}", s.summary_line());
+    }
+
+    if let Some(mut server) = private_redis {
+        server.stop();
+    }
+    Ok(ok)
+}
+
+struct Worker {
+    instance: u32,
+    child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
+async fn run_phase(
+    phase: Phase,
+    args: &DemoArgs,
+    db_path: &Path,
+    url: &str,
+    attempted: u64,
+) -> Result<PhaseSummary, Box<dyn Error>> {
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find this program's executable: {e}"))?;
+
+    // Start every instance; `kill_on_drop` cleans up on any early return.
+    let mut workers = Vec::new();
+    for instance in 1..=args.instances {
+        let mut child = Command::new(&exe)
+            .arg("worker")
+            .args(["--instance", &instance.to_string()])
+            .args(["--phase", phase.name()])
+            .arg("--db")
+            .arg(db_path)
+            .args(["--redis-url", url])
+            .args(["--product-id", &PRODUCT_ID.to_string()])
+            .args(["--orders", &args.orders_per_instance.to_string()])
+            .args(["--concurrency", &args.concurrency.to_string()])
+            .args(["--work-ms", &args.work_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start worker {instance} ({}): {e}", exe.display()))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(format!("worker {instance}: stdin/stdout not piped").into());
+        };
+        workers.push(Worker {
+            instance,
+            child,
+            stdin,
+            stdout: BufReader::new(stdout).lines(),
+        });
+    }
+
+    // Barrier: all connected, then all fire at once, like a burst of traffic
+    // hitting every instance behind a load balancer.
+    let ready_deadline = Instant::now() + READY_TIMEOUT;
+    for w in &mut workers {
+        let line = next_line(w, ready_deadline).await?;
+        if line != "ready" {
+            return Err(format!("worker {}: expected `ready`, got {line:?}", w.instance).into());
+        }
+    }
+    let started = Instant::now();
+    for w in &mut workers {
+        w.stdin.write_all(b"go\n").await?;
+        w.stdin.flush().await?;
+    }
+
+    let deadline = started + PHASE_TIMEOUT;
+    let mut reports = Vec::new();
+    for w in &mut workers {
+        let line = next_line(w, deadline).await?;
+        reports
+            .push(WorkerReport::parse(&line).map_err(|e| format!("worker {}: {e}", w.instance))?);
+    }
+    let elapsed = started.elapsed();
+    for w in &mut workers {
+        let status = timeout_at(deadline, w.child.wait())
+            .await
+            .map_err(|_| format!("worker {} did not exit", w.instance))??;
+        if !status.success() {
+            return Err(format!("worker {} exited with {status}", w.instance).into());
+        }
+    }
+
+    let state = db::final_state(db_path, PRODUCT_ID)
+        .map_err(|e| format!("cannot read the final state: {e}"))?;
+    Ok(PhaseSummary::new(
+        phase, args.stock, attempted, state, &reports, elapsed,
+    ))
+}
+
+async fn next_line(w: &mut Worker, deadline: Instant) -> Result<String, Box<dyn Error>> {
+    match timeout_at(deadline, w.stdout.next_line()).await {
+        Err(_) => Err(format!("worker {} timed out", w.instance).into()),
+        Ok(Err(e)) => Err(format!("worker {}: reading its output: {e}", w.instance).into()),
+        Ok(Ok(None)) => {
+            let status = w.child.wait().await?;
+            Err(format!("worker {} exited ({status}) before reporting", w.instance).into())
+        }
+        Ok(Ok(Some(line))) => Ok(line),
+    }
+}

@@ -1,0 +1,73 @@
+//! [`LockError`]: every way a lock call can fail.
+
+use std::time::Duration;
+
+/// The error type of every fallible call in this crate.
+///
+/// Match on the variant, or use the predicates [`is_contended`](Self::is_contended) and
+/// [`is_lost`](Self::is_lost). The enum is `#[non_exhaustive]`: later releases add variants
+/// (for example for Redlock quorum failures), so keep a `_` arm.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The wait budget ([`LockOptions::wait`](crate::LockOptions::wait)) was spent while another
+    /// holder kept the key. `waited` is the time spent inside `acquire`, measured on a monotonic
+    /// clock.
+    #[error("lock `{key}` is held by another holder; gave up after waiting {waited:?}")]
+    Contended {
+        /// The full Redis key, prefix included.
+        key: String,
+        /// How long the acquire waited before giving up.
+        waited: Duration,
+    },
+    /// This holder no longer owns the key: its lease expired, or the key was deleted or now
+    /// holds another holder's token. Returned by release and extend.
+    #[error("lock `{key}` was lost: the key expired or holds another holder's token")]
+    Lost {
+        /// The full Redis key, prefix included.
+        key: String,
+    },
+    /// Redis answered with an error, or the connection failed or timed out.
+    #[error("redis error: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// The key is unusable (for example empty). Checked before any network call.
+    #[error("invalid lock key: {reason}")]
+    InvalidKey {
+        /// What is wrong with the key, and what was expected.
+        reason: String,
+    },
+    /// An option is out of range (for example a TTL of zero). Checked before any network call.
+    #[error("invalid lock options: {reason}")]
+    InvalidOptions {
+        /// Which option is wrong, its value and the accepted range.
+        reason: String,
+    },
+    /// [`default_manager`](crate::default_manager) was called (directly or by
+    /// `#[distributed_lock]` without `manager = ..`) before
+    /// [`set_default_manager`](crate::set_default_manager).
+    #[error(
+        "no default lock manager is set; call `lockcore::set_default_manager` at start-up or pass `manager = ..`"
+    )]
+    NoDefaultManager,
+    /// [`set_default_manager`](crate::set_default_manager) was called a second time.
+    #[error("the default lock manager is already set; it can be set only once per process")]
+    DefaultManagerAlreadySet,
+}
+
+impl LockError {
+    /// `true` for [`LockError::Contended`]: another holder kept the key for the whole wait
+    /// budget. Typically mapped to HTTP 429 / "try again later".
+    pub fn is_contended(&self) -> bool {
+        matches!(self, LockError::Contended { .. })
+    }
+
+    /// `true` for [`LockError::Lost`]: this holder no longer owns the key.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, LockError::Lost { .. })
+    }
+
+    /// `true` for [`LockError::Redis`]: the backend failed or could not be reached.
+    pub fn is_redis(&self) -> bool {
+        matches!(self, LockError::Redis(_))
+    }
+}

@@ -1,0 +1,190 @@
+//! [`LockGuard`]: a held lease, with release, extend and its state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::lease::{Lease, LeaseStatus};
+use crate::options::duration_ms;
+use crate::watchdog::Registration;
+use crate::{LockError, LockManager, LockOptions, scripts};
+
+/// A held lock. Owned, `Send + Sync + 'static`: it can move to another task or thread.
+///
+/// Release it with [`release`](Self::release) to learn whether the lease was still yours. A
+/// guard dropped without `release` never blocks: it spawns the compare-and-delete on the current
+/// tokio runtime, or on the runtime the manager was built on when the dropping thread has none.
+/// If no runtime accepts the task, the key expires with its TTL (logged through `tracing`).
+///
+/// With the watchdog on ([`LockOptions::watchdog`]) the lease is renewed in the background
+/// while the guard lives; [`lost`](Self::lost) completes if that fails.
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    manager: LockManager,
+    lease: Arc<Lease>,
+    /// Renewal by the watchdog; dropped (unregistered) on release or drop.
+    renewal: Option<Registration>,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.lease.key)
+            .field("token", &self.lease.token)
+            .field("fencing_token", &self.lease.fencing_token)
+            .field("deadline", &self.lease.deadline())
+            .field("status", &self.lease.status())
+            .field("watchdog", &self.renewal.is_some())
+            .finish()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(manager: LockManager, lease: Lease, opts: &LockOptions) -> Self {
+        let lease = Arc::new(lease);
+        let renewal = opts
+            .watchdog_enabled()
+            .then(|| manager.watch(Arc::clone(&lease), opts.max_hold_value()));
+        LockGuard {
+            manager,
+            lease,
+            renewal,
+        }
+    }
+
+    /// The full Redis key, prefix included.
+    pub fn key(&self) -> &str {
+        &self.lease.key
+    }
+
+    /// The random 128-bit token stored as the key's value: a hyphenated UUID v4 string, fresh
+    /// for every acquisition.
+    pub fn token(&self) -> &str {
+        &self.lease.token
+    }
+
+    /// The fencing token: strictly greater than the fencing token of every earlier acquisition
+    /// of any key under this manager's prefix, by any client of the same Redis. Extend and
+    /// renewal keep it. Pass it to the resource, which rejects writes that carry a token smaller
+    /// than one it has already seen.
+    pub fn fencing_token(&self) -> u64 {
+        self.lease.fencing_token
+    }
+
+    /// Until when the lease is valid, on the local monotonic clock: the start of the successful
+    /// attempt (or of the latest extend or watchdog renewal) + ttl − drift allowance
+    /// (ttl·1 % + 2 ms, as in the Redlock spec).
+    pub fn deadline(&self) -> Instant {
+        self.lease.deadline()
+    }
+
+    /// Time left until [`deadline`](Self::deadline); zero once it has passed.
+    pub fn remaining(&self) -> Duration {
+        self.lease
+            .deadline()
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// Local state, no network call: `true` until the lease is known lost or its deadline
+    /// passes.
+    pub fn is_held(&self) -> bool {
+        self.lease.is_held()
+    }
+
+    /// Completes when the lock is lost: when the watchdog finds the key expired, deleted or
+    /// holding another token, when it cannot renew before the deadline (Redis unreachable, or
+    /// its runtime blocked), when `max_hold` runs out, when an [`extend`](Self::extend) reports
+    /// [`LockError::Lost`], or, without renewal, when the deadline passes. Cancel-safe.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lockcore::LockManager) -> Result<(), lockcore::LockError> {
+    /// # async fn long_work() {}
+    /// use std::time::Duration;
+    /// let opts = lockcore::LockOptions::new(Duration::from_secs(3)).watchdog(true);
+    /// let guard = locks.acquire("report:daily", &opts).await?;
+    /// tokio::select! {
+    ///     () = long_work() => guard.release().await?,
+    ///     () = guard.lost() => { /* stop writing: another holder may be in */ }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) {
+        self.lease.lost().await;
+    }
+
+    /// Whether the watchdog renews this guard's lease.
+    pub(crate) fn is_watched(&self) -> bool {
+        self.renewal.is_some()
+    }
+
+    /// Releases the lock with an atomic compare-and-delete, and stops its renewal.
+    ///
+    /// # Errors
+    /// - [`LockError::Lost`] when the lease was already known lost, or the key had expired, was
+    ///   deleted, or holds another holder's token; another holder's key is left untouched.
+    /// - [`LockError::Redis`] when Redis could not be reached; a background compare-and-delete
+    ///   is then spawned, as on drop.
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.renewal = None;
+        let deleted =
+            crate::release::release_now(&self.manager, &self.lease.key, &self.lease.token).await?;
+        let was_held = self.lease.settle(LeaseStatus::Released);
+        if deleted && was_held {
+            Ok(())
+        } else {
+            Err(self.lost_error())
+        }
+    }
+
+    /// Sets the lease's TTL to `ttl` from now, with an atomic compare-and-`PEXPIRE`. It sets the
+    /// TTL (never adds to it) and never re-creates a missing key. On success the
+    /// [`deadline`](Self::deadline) moves to this call's start + `ttl` − drift allowance, and
+    /// the watchdog (if on) renews with the new TTL from then on.
+    ///
+    /// # Errors
+    /// - [`LockError::InvalidOptions`] when `ttl` is out of range (1 ms ..= 7 days).
+    /// - [`LockError::Lost`] when the lease was already known lost, or the key had expired, was
+    ///   deleted, or holds another holder's token; the guard is then lost.
+    /// - [`LockError::Redis`] when Redis could not be reached; the guard's state is unchanged.
+    pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
+        LockOptions::new(ttl).validate()?;
+        if self.lease.status() != LeaseStatus::Held {
+            return Err(self.lost_error());
+        }
+        let start = Instant::now();
+        let extended: Vec<i64> = scripts::RENEW
+            .key(&self.lease.key)
+            .arg(&self.lease.token)
+            .arg(duration_ms(ttl))
+            .invoke_async(&mut self.manager.connection())
+            .await?;
+        if extended.first() == Some(&1) {
+            self.lease.renewed(start, ttl);
+            Ok(())
+        } else {
+            self.lease.settle(LeaseStatus::Lost);
+            Err(self.lost_error())
+        }
+    }
+
+    fn lost_error(&self) -> LockError {
+        LockError::Lost {
+            key: self.lease.key.clone(),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        self.renewal = None;
+        if self.lease.status() == LeaseStatus::Held {
+            self.lease.settle(LeaseStatus::Released);
+            self.manager.spawn_release(
+                self.lease.key.clone(),
+                self.lease.token.clone(),
+                self.lease.ttl(),
+            );
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! Key rules: the Redis key is the manager's prefix followed by the caller's key, byte for byte.
+//!
+//! Nothing is hashed, escaped or normalised (`café` in NFC and NFD are two locks). Braces are
+//! kept, so Redis Cluster hash tags such as `{user:1}` work as written.
+
+use crate::LockError;
+
+/// The default key prefix, `"lock:"`.
+pub const DEFAULT_KEY_PREFIX: &str = "lock:";
+
+/// Joins `prefix` and `key` into the full Redis key.
+///
+/// # Errors
+/// [`LockError::InvalidKey`] when `key` is empty: a lock on the bare prefix is almost always a
+/// template that rendered nothing.
+pub(crate) fn full_key(prefix: &str, key: &str) -> Result<String, LockError> {
+    if key.is_empty() {
+        return Err(LockError::InvalidKey {
+            reason: format!(
+                "the key is empty (the Redis key would be only the prefix `{prefix}`); expected a non-empty key such as `order:42`"
+            ),
+        });
+    }
+    let mut full = String::with_capacity(prefix.len() + key.len());
+    full.push_str(prefix);
+    full.push_str(key);
+    Ok(full)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_key_is_rejected_with_the_prefix_named() {
+        let err = full_key("lock:", "").unwrap_err();
+        assert!(matches!(&err, LockError::InvalidKey { reason } if reason.contains("`lock:`")));
+    }
+
+    #[test]
+    fn keys_are_kept_byte_for_byte() {
+        assert_eq!(
+            full_key("lock:", "{user:1}:cart").unwrap(),
+            "lock:{user:1}:cart"
+        );
+        let nfc = "caf\u{e9}";
+        let nfd = "cafe\u{301}";
+        assert_ne!(full_key("", nfc).unwrap(), full_key("", nfd).unwrap());
+    }
+}

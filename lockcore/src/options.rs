@@ -1,0 +1,289 @@
+//! [`LockOptions`]: lease length, wait budget and the retry policy.
+
+use std::time::Duration;
+
+use crate::LockError;
+
+/// How long a lease lasts, how long `acquire` may wait for it, and how it retries.
+///
+/// Build with [`LockOptions::new`] (or start from [`LockOptions::default`]) and the consuming
+/// setters. Values are checked when they are used, before any network call: an out-of-range
+/// value makes the call return [`LockError::InvalidOptions`].
+///
+/// | option | default | range |
+/// |---|---|---|
+/// | [`ttl`](Self::ttl) | 30 s | 1 ms ..= [`MAX_TTL`](Self::MAX_TTL), whole milliseconds |
+/// | [`wait`](Self::wait) | 5 s | 0 ..= [`MAX_WAIT`](Self::MAX_WAIT); zero means one attempt |
+/// | [`retry_base`](Self::retry_base) | 50 ms | 1 ms ..= `retry_cap` |
+/// | [`retry_cap`](Self::retry_cap) | 1 s | `retry_base` ..= `MAX_WAIT` |
+/// | [`watchdog`](Self::watchdog) | off | renew the lease every ttl/3 while the guard lives |
+/// | [`max_hold`](Self::max_hold) | none | stop renewing after this long; the guard is then lost |
+///
+/// ```
+/// use std::time::Duration;
+/// use lockcore::LockOptions;
+///
+/// let opts = LockOptions::new(Duration::from_secs(10))
+///     .wait(Duration::from_secs(2))
+///     .retry_base(Duration::from_millis(20))
+///     .retry_cap(Duration::from_millis(500));
+/// assert_eq!(opts.ttl(), Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct LockOptions {
+    ttl: Duration,
+    wait: Duration,
+    retry_base: Duration,
+    retry_cap: Duration,
+    watchdog: bool,
+    max_hold: Option<Duration>,
+}
+
+impl Default for LockOptions {
+    /// ttl 30 s, wait 5 s, retry base 50 ms, retry cap 1 s, watchdog off.
+    fn default() -> Self {
+        LockOptions {
+            ttl: Duration::from_secs(30),
+            wait: Duration::from_secs(5),
+            retry_base: Duration::from_millis(50),
+            retry_cap: Duration::from_secs(1),
+            watchdog: false,
+            max_hold: None,
+        }
+    }
+}
+
+impl LockOptions {
+    /// The largest accepted TTL: 7 days.
+    pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+    /// The largest accepted wait budget (and retry cap): 1 hour.
+    pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+
+    /// Options with this lease TTL and the other values of [`LockOptions::default`].
+    ///
+    /// The TTL is sent to Redis as `PX` milliseconds; sub-millisecond parts are rounded down.
+    pub fn new(ttl: Duration) -> Self {
+        LockOptions {
+            ttl,
+            ..LockOptions::default()
+        }
+    }
+
+    /// Sets the total wait budget of [`LockManager::acquire`](crate::LockManager::acquire),
+    /// measured from the call. `Duration::ZERO` means exactly one attempt.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Sets the first backoff step. Retry `n` (from 0) sleeps a uniformly random time in
+    /// `0 ..= min(retry_cap, retry_base * 2^n)` ("full jitter"), never past the wait budget
+    /// and never past the holder's remaining TTL as reported by the failed attempt.
+    pub fn retry_base(mut self, base: Duration) -> Self {
+        self.retry_base = base;
+        self
+    }
+
+    /// Sets the largest single backoff sleep.
+    pub fn retry_cap(mut self, cap: Duration) -> Self {
+        self.retry_cap = cap;
+        self
+    }
+
+    /// Turns the watchdog on or off: while on, the guard's lease is renewed in the background
+    /// until it is released or dropped. Off by default for the explicit API, on for
+    /// `#[distributed_lock]`.
+    pub fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = on;
+        self
+    }
+
+    /// Replaces the lease TTL (the attribute's `ttl_ms`).
+    pub(crate) fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Caps the total time the watchdog keeps renewing, counted from the acquire: after
+    /// `max_hold` it stops, and the guard is reported lost. Default: no cap.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// The watchdog's renewal cap, if any.
+    pub fn max_hold_value(&self) -> Option<Duration> {
+        self.max_hold
+    }
+
+    /// The lease TTL.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The wait budget.
+    pub fn wait_budget(&self) -> Duration {
+        self.wait
+    }
+
+    /// Whether the watchdog renews the lease.
+    pub fn watchdog_enabled(&self) -> bool {
+        self.watchdog
+    }
+
+    /// The TTL in whole milliseconds, as sent in `PX`.
+    pub(crate) fn ttl_ms(&self) -> u64 {
+        duration_ms(self.ttl)
+    }
+
+    /// Checks every value against the ranges in the type's docs.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOptions`] naming the option, its value and the accepted range.
+    pub fn validate(&self) -> Result<(), LockError> {
+        let invalid = |reason: String| Err(LockError::InvalidOptions { reason });
+        if self.ttl < Duration::from_millis(1) {
+            return invalid(format!(
+                "ttl is {:?}; expected at least 1 ms (Redis `PX` takes whole milliseconds)",
+                self.ttl
+            ));
+        }
+        if self.ttl > Self::MAX_TTL {
+            return invalid(format!(
+                "ttl is {:?}; expected at most {:?}",
+                self.ttl,
+                Self::MAX_TTL
+            ));
+        }
+        if self.wait > Self::MAX_WAIT {
+            return invalid(format!(
+                "wait is {:?}; expected at most {:?}",
+                self.wait,
+                Self::MAX_WAIT
+            ));
+        }
+        if self.retry_base < Duration::from_millis(1) {
+            return invalid(format!(
+                "retry_base is {:?}; expected at least 1 ms",
+                self.retry_base
+            ));
+        }
+        if self.retry_cap < self.retry_base || self.retry_cap > Self::MAX_WAIT {
+            return invalid(format!(
+                "retry_cap is {:?}; expected between retry_base ({:?}) and {:?}",
+                self.retry_cap,
+                self.retry_base,
+                Self::MAX_WAIT
+            ));
+        }
+        Ok(())
+    }
+
+    /// The backoff schedule for one `acquire` call.
+    pub(crate) fn backoff(&self) -> Backoff {
+        Backoff {
+            base: self.retry_base,
+            cap: self.retry_cap,
+            attempt: 0,
+        }
+    }
+}
+
+/// Whole milliseconds in `d`, saturating at `u64::MAX`.
+pub(crate) fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Exponential backoff with full jitter ("Exponential Backoff And Jitter", AWS Architecture
+/// Blog, 2015): sleep `n` is uniform in `1 ms ..= min(cap, base * 2^n)`.
+///
+/// The 1 ms floor keeps the number of attempts bounded by the wait budget.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    base: Duration,
+    cap: Duration,
+    attempt: u32,
+}
+
+impl Backoff {
+    /// The next sleep, before clamping to the wait budget or the holder's TTL.
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        let ceiling = self
+            .base
+            .checked_mul(1u32.checked_shl(self.attempt).unwrap_or(u32::MAX))
+            .map_or(self.cap, |d| d.min(self.cap));
+        self.attempt = self.attempt.saturating_add(1);
+        let ceiling_us = u64::try_from(ceiling.as_micros())
+            .unwrap_or(u64::MAX)
+            .max(1_000);
+        Duration::from_micros(fastrand::u64(1_000..=ceiling_us))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_values_match_the_design() {
+        let o = LockOptions::default();
+        assert_eq!(o.ttl(), Duration::from_secs(30));
+        assert_eq!(o.wait_budget(), Duration::from_secs(5));
+        assert_eq!(o.retry_base, Duration::from_millis(50));
+        assert_eq!(o.retry_cap, Duration::from_secs(1));
+        assert!(!o.watchdog_enabled());
+    }
+
+    #[test]
+    fn zero_ttl_is_invalid_and_names_the_option() {
+        let err = LockOptions::new(Duration::ZERO).validate().unwrap_err();
+        assert!(matches!(&err, LockError::InvalidOptions { reason } if reason.contains("ttl")));
+    }
+
+    #[test]
+    fn out_of_range_values_are_invalid() {
+        let bad = [
+            LockOptions::new(LockOptions::MAX_TTL + Duration::from_millis(1)),
+            LockOptions::default().wait(LockOptions::MAX_WAIT + Duration::from_secs(1)),
+            LockOptions::default().retry_base(Duration::ZERO),
+            LockOptions::default()
+                .retry_base(Duration::from_millis(100))
+                .retry_cap(Duration::from_millis(10)),
+        ];
+        for o in bad {
+            assert!(o.validate().is_err(), "{o:?} should be rejected");
+        }
+        assert!(
+            LockOptions::new(Duration::from_millis(1))
+                .validate()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn backoff_has_jitter_and_respects_the_cap() {
+        let opts = LockOptions::default()
+            .retry_base(Duration::from_millis(10))
+            .retry_cap(Duration::from_millis(80));
+        let mut b = opts.backoff();
+        let delays: Vec<Duration> = (0..200).map(|_| b.next_delay()).collect();
+        assert!(delays.iter().all(|d| *d <= Duration::from_millis(80)));
+        assert!(delays.iter().all(|d| *d >= Duration::from_millis(1)));
+        // jitter: the capped tail is not a constant
+        let tail: std::collections::HashSet<_> = delays[10..].iter().collect();
+        assert!(
+            tail.len() > 50,
+            "expected random delays, got {} distinct",
+            tail.len()
+        );
+    }
+
+    #[test]
+    fn backoff_survives_huge_attempt_counts() {
+        let mut b = LockOptions::default().backoff();
+        for _ in 0..100 {
+            assert!(b.next_delay() <= Duration::from_secs(1));
+        }
+    }
+}

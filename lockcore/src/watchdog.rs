@@ -1,0 +1,251 @@
+//! The watchdog: one renewal scheduler per [`LockManager`](crate::LockManager) that keeps the
+//! leases of live guards from expiring.
+//!
+//! # Behavior
+//! - A guard acquired with [`LockOptions::watchdog`](crate::LockOptions::watchdog) on is
+//!   registered here; its lease is renewed about every ttl/3 with a compare-and-`PEXPIRE` that
+//!   sets the TTL and never re-creates a missing key.
+//! - Renewals due within the next ttl/6 are sent together, in one script call per batch
+//!   (at most [`MAX_BATCH`] keys), so the command rate grows with the number of *batches*, not
+//!   of held locks.
+//! - Releasing or dropping the guard unregisters it at once (a short `std` mutex section; it
+//!   never waits on the network). A renewal already on the wire cannot re-create or extend
+//!   another holder's key, because it compares the token.
+//! - A token mismatch or a missing key marks the lease lost. A Redis error is retried every
+//!   `min(ttl/10, 100 ms)` until the lease's deadline; a lease whose deadline passes without a
+//!   renewal is marked lost and never renewed again.
+//! - The scheduler is a tokio task spawned, when the first lease is registered, on the runtime
+//!   the manager was built on; it ends when no lease is registered. A body that blocks that
+//!   runtime (for example `std::thread::sleep` on a current-thread runtime) starves the
+//!   scheduler: the lease then expires, and the guard reports it lost once the deadline passes.
+//!   It is never reported as held past its deadline.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use redis::aio::ConnectionManager;
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::lease::{Lease, LeaseStatus};
+use crate::options::duration_ms;
+use crate::scripts;
+
+/// The most keys renewed by one script call.
+pub(crate) const MAX_BATCH: usize = 512;
+
+/// Per-manager renewal scheduler.
+#[derive(Debug, Default)]
+pub(crate) struct Watchdog {
+    registry: Mutex<Registry>,
+    wake: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    entries: HashMap<u64, Entry>,
+    next_id: u64,
+    running: bool,
+}
+
+#[derive(Debug)]
+struct Entry {
+    lease: Arc<Lease>,
+    next_renewal: Instant,
+    /// Stop renewing (and report the lease lost) after this instant, from `max_hold`.
+    hold_until: Option<Instant>,
+}
+
+/// A registration; unregisters on drop.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    watchdog: Weak<Watchdog>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(watchdog) = self.watchdog.upgrade() {
+            watchdog.lock().entries.remove(&self.id);
+        }
+    }
+}
+
+fn renew_interval(ttl: Duration) -> Duration {
+    ttl / 3
+}
+
+fn retry_interval(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(Duration::from_millis(1), Duration::from_millis(100))
+}
+
+impl Watchdog {
+    fn lock(&self) -> MutexGuard<'_, Registry> {
+        // Registry updates never panic half-way; a poisoned lock still holds a valid map.
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The number of leases being renewed.
+    pub(crate) fn live(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Starts renewing `lease` until the returned registration is dropped.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        lease: Arc<Lease>,
+        max_hold: Option<Duration>,
+        conn: &ConnectionManager,
+        runtime: &Handle,
+    ) -> Registration {
+        let next_renewal = lease.acquired_at + renew_interval(lease.ttl());
+        let hold_until = max_hold.map(|d| lease.acquired_at + d);
+        let (id, start) = {
+            let mut registry = self.lock();
+            let id = registry.next_id;
+            registry.next_id = registry.next_id.wrapping_add(1);
+            registry.entries.insert(
+                id,
+                Entry {
+                    lease,
+                    next_renewal,
+                    hold_until,
+                },
+            );
+            let start = !registry.running;
+            registry.running = true;
+            (id, start)
+        };
+        if start {
+            runtime.spawn(run(Arc::clone(self), conn.clone()));
+        } else {
+            self.wake.notify_one();
+        }
+        Registration {
+            watchdog: Arc::downgrade(self),
+            id,
+        }
+    }
+
+    /// Settles what is over and picks the batch due now; or the instant to wake up at, or
+    /// `None` when nothing is registered (the scheduler then stops).
+    fn plan(&self, now: Instant) -> Option<Plan> {
+        let mut registry = self.lock();
+        registry.entries.retain(|_, entry| {
+            let lease = &entry.lease;
+            if lease.status() != LeaseStatus::Held {
+                return false;
+            }
+            if now >= lease.deadline() {
+                tracing::warn!(
+                    key = lease.key,
+                    "watchdog could not renew the lease before its deadline; lock lost"
+                );
+                lease.settle(LeaseStatus::Lost);
+                return false;
+            }
+            if entry.hold_until.is_some_and(|until| now >= until) {
+                tracing::warn!(
+                    key = lease.key,
+                    "lock held for its whole max_hold; watchdog stops renewing and reports it lost"
+                );
+                lease.settle(LeaseStatus::Lost);
+                return false;
+            }
+            true
+        });
+        if registry.entries.is_empty() {
+            registry.running = false;
+            return None;
+        }
+        let mut batch = Vec::new();
+        let mut wake_at: Option<Instant> = None;
+        for (id, entry) in &registry.entries {
+            let early = renew_interval(entry.lease.ttl()) / 2;
+            if entry.next_renewal <= now + early && batch.len() < MAX_BATCH {
+                batch.push((*id, Arc::clone(&entry.lease)));
+            } else {
+                let at = entry.next_renewal.min(entry.lease.deadline());
+                wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
+            }
+        }
+        Some(Plan { batch, wake_at })
+    }
+
+    /// Records the results of a batch sent at `start`.
+    fn settle_batch(
+        &self,
+        start: Instant,
+        batch: &[(u64, Arc<Lease>)],
+        reply: redis::RedisResult<Vec<i64>>,
+    ) {
+        let mut registry = self.lock();
+        match reply {
+            Ok(renewed) => {
+                for ((id, lease), ok) in batch.iter().zip(renewed) {
+                    if lease.status() != LeaseStatus::Held {
+                        continue;
+                    }
+                    if ok == 1 {
+                        let ttl = lease.ttl();
+                        lease.renewed(start, ttl);
+                        if let Some(entry) = registry.entries.get_mut(id) {
+                            entry.next_renewal = start + renew_interval(ttl);
+                        }
+                    } else {
+                        tracing::warn!(
+                            key = lease.key,
+                            "watchdog found the key expired or held by another token; lock lost"
+                        );
+                        lease.settle(LeaseStatus::Lost);
+                        registry.entries.remove(id);
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, keys = batch.len(), "watchdog renewal failed; retrying within the leases' validity");
+                for (id, lease) in batch {
+                    if let Some(entry) = registry.entries.get_mut(id) {
+                        entry.next_renewal = Instant::now() + retry_interval(lease.ttl());
+                    }
+                }
+            }
+        }
+    }
+}
+
+struct Plan {
+    batch: Vec<(u64, Arc<Lease>)>,
+    wake_at: Option<Instant>,
+}
+
+/// The scheduler loop. Ends when nothing is registered (every registered lease keeps its
+/// manager, and so this watchdog, alive).
+async fn run(dog: Arc<Watchdog>, mut conn: ConnectionManager) {
+    loop {
+        let Some(plan) = dog.plan(Instant::now()) else {
+            return;
+        };
+        if plan.batch.is_empty() {
+            let wake_at = plan.wake_at.unwrap_or_else(Instant::now);
+            let woken = dog.wake.notified();
+            tokio::select! {
+                () = woken => {}
+                () = tokio::time::sleep_until(wake_at) => {}
+            }
+            continue;
+        }
+        let start = Instant::now();
+        let mut invocation = scripts::RENEW.prepare_invoke();
+        for (_, lease) in &plan.batch {
+            invocation
+                .key(&lease.key)
+                .arg(&lease.token)
+                .arg(duration_ms(lease.ttl()));
+        }
+        let reply = invocation.invoke_async(&mut conn).await;
+        dog.settle_batch(start, &plan.batch, reply);
+    }
+}

@@ -1,0 +1,341 @@
+//! The attribute's arguments: `key = "..", ttl_ms = 10_000, ...`.
+//!
+//! Parsing keeps every value with its span; [`Config::parse`] then validates all of them in one
+//! pass and reports every problem it finds, each at the narrowest span.
+
+use proc_macro2::{Span, TokenStream};
+use syn::ext::IdentExt as _;
+use syn::parse::{Parse, ParseStream, Parser as _};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned as _;
+use syn::{Expr, ExprLit, Ident, Lit, LitStr, Path, Token};
+
+use crate::diagnostics::{self, Errors};
+
+/// What the body does when the lock is lost while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnLost {
+    Abort,
+    Continue,
+}
+
+/// A validated millisecond value, with the span of its literal.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Millis {
+    pub(crate) value: u64,
+    pub(crate) span: Span,
+}
+
+/// The validated arguments.
+pub(crate) struct Config {
+    pub(crate) key: LitStr,
+    pub(crate) ttl_ms: Option<Millis>,
+    pub(crate) wait_ms: Option<Millis>,
+    pub(crate) manager: Option<Expr>,
+    /// `::lockcore` unless `crate = ".."` says otherwise.
+    pub(crate) krate: Path,
+    pub(crate) watchdog: bool,
+    pub(crate) on_lost: OnLost,
+    pub(crate) guard: Option<Ident>,
+}
+
+/// `name = value`; the value is any expression until validation.
+struct Arg {
+    name: Ident,
+    value: Expr,
+}
+
+impl Parse for Arg {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        // `parse_any` so that the keyword `crate` is accepted as a name.
+        let name = Ident::parse_any(input)?;
+        input.parse::<Token![=]>()?;
+        let value = input.parse()?;
+        Ok(Arg { name, value })
+    }
+}
+
+impl Config {
+    /// Parses and validates `args`, reporting every problem found, not only the first.
+    pub(crate) fn parse(args: TokenStream) -> syn::Result<Config> {
+        let args = Punctuated::<Arg, Token![,]>::parse_terminated.parse2(args)?;
+        let mut errors = Errors::default();
+        let mut seen: Vec<String> = Vec::new();
+        let mut key = None;
+        let mut config = Config {
+            key: LitStr::new("", Span::call_site()), // replaced below, or an error is recorded
+            ttl_ms: None,
+            wait_ms: None,
+            manager: None,
+            krate: syn::parse_quote!(::lockcore),
+            watchdog: true,
+            on_lost: OnLost::Abort,
+            guard: None,
+        };
+        for Arg { name, value } in args {
+            let name_str = name.to_string();
+            if !diagnostics::ARG_NAMES.contains(&name_str.as_str()) {
+                errors.error(name.span(), diagnostics::unknown_arg(&name_str));
+                continue;
+            }
+            if seen.contains(&name_str) {
+                errors.error(name.span(), diagnostics::duplicate_arg(&name_str));
+                continue;
+            }
+            let result = match name_str.as_str() {
+                "key" => string(&value, diagnostics::KEY_NOT_STRING).map(|lit| key = Some(lit)),
+                "ttl_ms" => millis(&value, "ttl_ms").and_then(|ms| {
+                    if ms.value == 0 {
+                        return Err(syn::Error::new(ms.span, diagnostics::TTL_ZERO));
+                    }
+                    config.ttl_ms = Some(ms);
+                    Ok(())
+                }),
+                "wait_ms" => millis(&value, "wait_ms").map(|ms| config.wait_ms = Some(ms)),
+                "manager" => {
+                    config.manager = Some(value);
+                    Ok(())
+                }
+                "crate" => crate_path(&value).map(|path| config.krate = path),
+                "watchdog" => boolean(&value).map(|b| config.watchdog = b),
+                "on_lost" => on_lost(&value).map(|v| config.on_lost = v),
+                // The name was checked against `ARG_NAMES` above, so this is `guard`.
+                _ => guard(&value).map(|ident| config.guard = Some(ident)),
+            };
+            seen.push(name_str);
+            errors.ok(result);
+        }
+        match key {
+            Some(key) => config.key = key,
+            // A wrong-typed `key` was already reported; don't also call it missing.
+            None if !seen.iter().any(|name| name == "key") => {
+                errors.error(Span::call_site(), diagnostics::MISSING_KEY);
+            }
+            None => {}
+        }
+        errors.finish().map(|()| config)
+    }
+}
+
+fn literal(value: &Expr) -> Option<&Lit> {
+    match value {
+        Expr::Lit(ExprLit { lit, attrs }) if attrs.is_empty() => Some(lit),
+        _ => None,
+    }
+}
+
+fn string(value: &Expr, message: &str) -> syn::Result<LitStr> {
+    match literal(value) {
+        Some(Lit::Str(lit)) => Ok(lit.clone()),
+        _ => Err(syn::Error::new(value.span(), message)),
+    }
+}
+
+fn millis(value: &Expr, name: &str) -> syn::Result<Millis> {
+    let Some(Lit::Int(lit)) = literal(value) else {
+        return Err(syn::Error::new(
+            value.span(),
+            diagnostics::expected_int(name),
+        ));
+    };
+    if !matches!(lit.suffix(), "" | "u64") {
+        return Err(syn::Error::new(
+            lit.span(),
+            diagnostics::bad_int_suffix(name, lit.suffix()),
+        ));
+    }
+    let value = lit
+        .base10_parse::<u64>()
+        .map_err(|_| syn::Error::new(lit.span(), diagnostics::int_out_of_range(name)))?;
+    Ok(Millis {
+        value,
+        span: lit.span(),
+    })
+}
+
+fn boolean(value: &Expr) -> syn::Result<bool> {
+    match literal(value) {
+        Some(Lit::Bool(lit)) => Ok(lit.value),
+        _ => Err(syn::Error::new(
+            value.span(),
+            diagnostics::WATCHDOG_NOT_BOOL,
+        )),
+    }
+}
+
+fn on_lost(value: &Expr) -> syn::Result<OnLost> {
+    match literal(value) {
+        Some(Lit::Str(lit)) if lit.value() == "abort" => Ok(OnLost::Abort),
+        Some(Lit::Str(lit)) if lit.value() == "continue" => Ok(OnLost::Continue),
+        _ => Err(syn::Error::new(value.span(), diagnostics::ON_LOST_INVALID)),
+    }
+}
+
+/// `"::my_lockcore"` → a path whose tokens carry the literal's span.
+fn crate_path(value: &Expr) -> syn::Result<Path> {
+    let lit = string(value, diagnostics::CRATE_NOT_STRING)?;
+    lit.parse_with(Path::parse_mod_style)
+        .map_err(|_| syn::Error::new(lit.span(), diagnostics::crate_bad_path(&lit.value())))
+}
+
+fn guard(value: &Expr) -> syn::Result<Ident> {
+    let ident = match value {
+        Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => path.path.get_ident(),
+        _ => None,
+    };
+    match ident {
+        Some(ident)
+            if !matches!(
+                ident.to_string().as_str(),
+                "self" | "Self" | "crate" | "super"
+            ) =>
+        {
+            Ok(ident.clone())
+        }
+        _ => Err(syn::Error::new(value.span(), diagnostics::GUARD_NOT_IDENT)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::*;
+
+    fn parse(args: TokenStream) -> Result<Config, Vec<String>> {
+        Config::parse(args).map_err(|e| e.into_iter().map(|e| e.to_string()).collect())
+    }
+
+    fn error(args: TokenStream) -> String {
+        match parse(args) {
+            Ok(_) => String::from("<no error>"),
+            Err(messages) => messages.join("\n"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let Ok(config) = parse(quote!(key = "k:<id>")) else {
+            panic!("expected a config");
+        };
+        assert_eq!(config.key.value(), "k:<id>");
+        assert!(config.ttl_ms.is_none());
+        assert!(config.wait_ms.is_none());
+        assert!(config.manager.is_none());
+        let krate = &config.krate;
+        assert_eq!(quote!(#krate).to_string(), quote!(::lockcore).to_string());
+        assert!(config.watchdog);
+        assert_eq!(config.on_lost, OnLost::Abort);
+        assert!(config.guard.is_none());
+    }
+
+    #[test]
+    fn all_arguments_in_any_order() {
+        let Ok(config) = parse(quote!(
+            guard = g,
+            on_lost = "continue",
+            watchdog = false,
+            crate = "::my::lock",
+            manager = self.locks,
+            wait_ms = 0,
+            ttl_ms = 10_000u64,
+            key = "k",
+        )) else {
+            panic!("expected a config");
+        };
+        assert_eq!(config.ttl_ms.map(|m| m.value), Some(10_000));
+        assert_eq!(config.wait_ms.map(|m| m.value), Some(0));
+        let manager = config.manager;
+        assert_eq!(quote!(#manager).to_string(), quote!(self.locks).to_string());
+        let krate = config.krate;
+        assert_eq!(quote!(#krate).to_string(), quote!(::my::lock).to_string());
+        assert!(!config.watchdog);
+        assert_eq!(config.on_lost, OnLost::Continue);
+        assert_eq!(config.guard.map(|g| g.to_string()).as_deref(), Some("g"));
+    }
+
+    #[test]
+    fn missing_key() {
+        assert!(error(quote!()).contains("requires a `key` argument"));
+        assert!(error(quote!(ttl_ms = 5)).contains("requires a `key` argument"));
+    }
+
+    #[test]
+    fn unknown_and_duplicate() {
+        assert_eq!(
+            error(quote!(key = "k", ttl = 5)),
+            "unknown argument `ttl` for `#[distributed_lock]`; expected one of `key`, `ttl_ms`, \
+             `wait_ms`, `manager`, `crate`, `watchdog`, `on_lost`, `guard`"
+        );
+        assert_eq!(
+            error(quote!(key = "k", key = "j")),
+            "duplicate argument `key`; each argument may be given at most once"
+        );
+    }
+
+    #[test]
+    fn literal_types() {
+        assert_eq!(error(quote!(key = 5)), diagnostics::KEY_NOT_STRING);
+        assert_eq!(
+            error(quote!(key = "k", ttl_ms = "5")),
+            "expected an integer literal for `ttl_ms`, in milliseconds"
+        );
+        assert_eq!(
+            error(quote!(key = "k", wait_ms = -1)),
+            "expected an integer literal for `wait_ms`, in milliseconds"
+        );
+        assert_eq!(
+            error(quote!(key = "k", ttl_ms = 5i32)),
+            "invalid suffix `i32` for `ttl_ms`; expected no suffix or `u64`"
+        );
+        assert_eq!(
+            error(quote!(key = "k", ttl_ms = 99999999999999999999999)),
+            "`ttl_ms` does not fit in a `u64`"
+        );
+        assert_eq!(error(quote!(key = "k", ttl_ms = 0)), diagnostics::TTL_ZERO);
+        assert_eq!(
+            error(quote!(key = "k", watchdog = "yes")),
+            diagnostics::WATCHDOG_NOT_BOOL
+        );
+        assert_eq!(
+            error(quote!(key = "k", on_lost = "retry")),
+            diagnostics::ON_LOST_INVALID
+        );
+        assert_eq!(
+            error(quote!(key = "k", guard = a.b)),
+            diagnostics::GUARD_NOT_IDENT
+        );
+        assert_eq!(
+            error(quote!(key = "k", guard = self)),
+            diagnostics::GUARD_NOT_IDENT
+        );
+    }
+
+    #[test]
+    fn crate_path_errors() {
+        assert_eq!(
+            error(quote!(key = "k", crate = lockcore)),
+            diagnostics::CRATE_NOT_STRING
+        );
+        assert_eq!(
+            error(quote!(key = "k", crate = "not a path")),
+            "`not a path` is not a valid path for `crate`; expected a path like `::lockcore`"
+        );
+        assert!(error(quote!(key = "k", crate = "a::<T>")).contains("not a valid path"));
+    }
+
+    #[test]
+    fn every_error_is_reported() {
+        let messages = match parse(quote!(key = 1, ttl_ms = 0, nope = 1, ttl_ms = 3)) {
+            Ok(_) => Vec::new(),
+            Err(messages) => messages,
+        };
+        assert_eq!(messages.len(), 4, "{messages:?}");
+    }
+
+    #[test]
+    fn syntax_errors_come_from_syn() {
+        assert_eq!(error(quote!(key)), "expected `=`");
+        assert_eq!(error(quote!(key = "a" ttl_ms = 1)), "expected `,`");
+    }
+}

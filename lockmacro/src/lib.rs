@@ -1,0 +1,124 @@
+//! The `#[distributed_lock]` attribute of [lockcore](https://docs.rs/lockcore).
+//!
+//! Depend on `lockcore`, which re-exports the attribute (feature `macros`, on by default); this
+//! crate is its implementation and is versioned in lockstep with it.
+
+mod args;
+mod diagnostics;
+mod expand;
+mod item;
+mod template;
+
+#[cfg(test)]
+mod snapshot_tests;
+
+/// Runs an `async fn` while holding a Redis lock whose key is rendered from its arguments.
+///
+/// ```ignore
+/// use lockcore::distributed_lock;
+///
+/// #[distributed_lock(key = "order:lock:product:<product_id>", ttl_ms = 10_000)]
+/// async fn create_order(product_id: u64, user_id: u64) -> Result<OrderId, AppError> {
+///     // at most one caller per product, across every instance of the service
+///     let stock = load_stock(product_id).await?;
+///     place_order(stock, user_id).await
+/// }
+/// ```
+///
+/// Each call renders the key, acquires the lock, runs the body, releases the lock and returns
+/// the body's value. The body never runs without the lock.
+///
+/// # Arguments
+///
+/// `name = value` pairs, comma-separated, in any order, each at most once.
+///
+/// | argument | value | default |
+/// |---|---|---|
+/// | `key` | string literal: the key template, see below (required) | none |
+/// | `ttl_ms` | positive integer literal: the lease, in milliseconds | the manager's default (30 000 ms) |
+/// | `wait_ms` | integer literal: the total time to wait for a contended lock, in milliseconds; `0` means one attempt | the manager's default (5 000 ms) |
+/// | `manager` | expression evaluated in the function's scope, giving a `LockManager`, `&LockManager` or `Arc<LockManager>`, e.g. `self.locks` | `lockcore::default_manager()` |
+/// | `crate` | string literal: the path to lockcore, for a renamed dependency, e.g. `crate = "::my_locks"` | `"::lockcore"` |
+/// | `watchdog` | `true` or `false`: renew the lease while the body runs | `true` |
+/// | `on_lost` | `"abort"` or `"continue"`: what happens to the body when the lock is lost | `"abort"` |
+/// | `guard` | identifier: binds `&LockGuard` under that name inside the body | none |
+///
+/// The Redis key is the manager's key prefix (default `"lock:"`) followed by the rendered
+/// template, byte for byte.
+///
+/// # Key templates
+///
+/// - `<name>` inserts the parameter `name` with its `Display` impl; `<name.field.field>` inserts
+///   a field (tuple indices work too: `<pair.0>`).
+/// - `<self.field>` works in methods, with any receiver form.
+/// - `<<` is a literal `<`.
+/// - All other text is literal, `>` and braces included, so a Redis Cluster hash tag such as
+///   `"{user:<user_id>}:cart"` keeps its braces.
+///
+/// The first name of each placeholder must be a parameter bound by a plain identifier pattern
+/// (`x: T` or `mut x: T`), or `self`. Everything is checked at compile time: an empty template,
+/// an unclosed `<`, an empty `<>`, a malformed placeholder and an unknown name (the error lists
+/// the available parameters) are compile errors on the key.
+///
+/// # Requirements on the function
+///
+/// - It is an `async fn` with a body; a plain `fn` is a compile error at `fn`.
+/// - Its return type is `Result<T, E>` with `E: From<lockcore::LockError>`; lock errors are
+///   returned through that conversion. Another return type is a compile error naming it.
+///
+/// Everything else is kept exactly as written: attributes and docs, visibility, generics and
+/// where-clause, lifetimes, `impl Trait` arguments and the receiver (`&self`, `&mut self`,
+/// `self`, `self: Arc<Self>`). Inherent methods, associated functions and `async fn` in trait
+/// impls all work, and the returned future is `Send` whenever the body's future is.
+///
+/// With `#[tokio::test]`, put `#[distributed_lock]` above it:
+///
+/// ```ignore
+/// #[distributed_lock(key = "test:<n>")]
+/// #[tokio::test]
+/// async fn one_at_a_time() -> Result<(), lockcore::LockError> { /* ... */ }
+/// ```
+///
+/// # Behaviour
+///
+/// - **Contention**: the acquire retries with exponential backoff and full jitter until `wait_ms`
+///   is spent, then returns `Err(LockError::Contended { .. })` converted into `E`; the body does
+///   not run.
+/// - **`return` and `?`**: the body runs as an inner `async move` block, so its early returns
+///   land before the release. The caller gets the body's value only after the release.
+/// - **Release failure**: it never replaces the body's result; it is reported through `tracing`.
+/// - **Lost lock**: with `watchdog = true` the lease is renewed while the body runs. If the lock
+///   is lost anyway, `on_lost = "abort"` drops the body at its next `.await` and returns
+///   `Err(LockError::Lost { .. })` converted into `E`; `on_lost = "continue"` lets it finish.
+/// - **Panic or cancellation**: the `LockGuard`'s `Drop` releases the key without blocking, by a
+///   release spawned on the current tokio runtime.
+///
+/// # Equivalent code
+///
+/// The example above behaves like this hand-written function (the generated code calls
+/// `lockcore::__private`, which adds the watchdog and the lost-lock handling):
+///
+/// ```ignore
+/// async fn create_order(product_id: u64, user_id: u64) -> Result<OrderId, AppError> {
+///     let key = format!("order:lock:product:{}", product_id);
+///     let manager = lockcore::default_manager()?;
+///     let opts = lockcore::LockOptions::new(std::time::Duration::from_millis(10_000));
+///     let guard = manager.acquire(&key, &opts).await?;
+///     let result = async move {
+///         let stock = load_stock(product_id).await?;
+///         place_order(stock, user_id).await
+///     }
+///     .await;
+///     if let Err(error) = guard.release().await {
+///         tracing::warn!(%error, "releasing the lock failed");
+///     }
+///     result
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn distributed_lock(
+    args: proc_macro::TokenStream,
+    item: proc_macro::TokenStream,
+) -> proc_macro::TokenStream {
+    expand::distributed_lock(args.into(), item.into()).into()
+}

@@ -1,0 +1,17 @@
+//! Test support for the lockcore workspace.
+//!
+//! The main piece is [`RedisServer`]: a private `redis-server` process per test
+//! (or per test binary), on `127.0.0.1` and a free port (never 6379), with
+//! `--save "" --appendonly no`, killed on drop. Integration tests, examples and
+//! benchmarks all use it, so none of them needs a Redis running beforehand, only
+//! `redis-server` on `PATH`.
+//!
+//! ```no_run
+//! let server = lockcore_tests::RedisServer::start();
+//! let url = server.url(); // "redis://127.0.0.1:PORT/"
+//! # drop(url);
+//! ```
+
+mod server;
+
+pub use server::{INSTALL_HINT, RedisServer};

@@ -1,0 +1,19 @@
+#![allow(dead_code)]
+
+use lockcore::{distributed_lock, LockError};
+
+#[derive(Debug)]
+struct AppError;
+
+impl From<LockError> for AppError {
+    fn from(_: LockError) -> Self {
+        AppError
+    }
+}
+
+#[distributed_lock(key = order_id)]
+async fn create(order_id: u64) -> Result<u64, AppError> {
+    Ok(order_id)
+}
+
+fn main() {}

@@ -1,0 +1,23 @@
+#![allow(dead_code)]
+
+use lockcore::{distributed_lock, LockError};
+
+#[derive(Debug)]
+struct AppError;
+
+impl From<LockError> for AppError {
+    fn from(_: LockError) -> Self {
+        AppError
+    }
+}
+
+#[distributed_lock(key = "k:<order.idd>")]
+async fn create(order: Order) -> Result<u64, AppError> {
+    Ok(order.id)
+}
+
+struct Order {
+    id: u64,
+}
+
+fn main() {}
