@@ -42,6 +42,15 @@ pub enum LockError {
         /// Which option is wrong, its value and the accepted range.
         reason: String,
     },
+    /// Redlock: fewer than a quorum of the configured nodes answered, so no quorum could be
+    /// won. Returned after the first round, not after the whole wait budget.
+    #[error("only {reachable} lock nodes answered; a quorum needs {needed}")]
+    QuorumUnreachable {
+        /// Nodes that answered in the round.
+        reachable: usize,
+        /// The quorum: N/2 + 1 of the configured N.
+        needed: usize,
+    },
     /// [`default_manager`](crate::default_manager) was called (directly or by
     /// `#[distributed_lock]` without `manager = ..`) before
     /// [`set_default_manager`](crate::set_default_manager).

@@ -6,9 +6,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::lease::{Lease, LeaseStatus};
-use crate::options::duration_ms;
 use crate::watchdog::Registration;
-use crate::{LockError, LockManager, LockOptions, scripts};
+use crate::{LockError, LockManager, LockOptions};
 
 /// A held lock. Owned, `Send + Sync + 'static`: it can move to another task or thread.
 ///
@@ -127,8 +126,11 @@ impl LockGuard {
     ///   is then spawned, as on drop.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.renewal = None;
-        let deleted =
-            crate::release::release_now(&self.manager, &self.lease.key, &self.lease.token).await?;
+        let deleted = self
+            .manager
+            .nodes()
+            .release(&self.lease.key, &self.lease.token, self.lease.ttl())
+            .await?;
         let was_held = self.lease.settle(LeaseStatus::Released);
         if deleted && was_held {
             Ok(())
@@ -153,13 +155,14 @@ impl LockGuard {
             return Err(self.lost_error());
         }
         let start = Instant::now();
-        let extended: Vec<i64> = scripts::RENEW
-            .key(&self.lease.key)
-            .arg(&self.lease.token)
-            .arg(duration_ms(ttl))
-            .invoke_async(&mut self.manager.connection())
+        let deadline = self.lease.deadline();
+        let extended = self
+            .manager
+            .nodes()
+            .renew(&[(&self.lease.key, &self.lease.token, ttl)])
             .await?;
-        if extended.first() == Some(&1) {
+        // Redlock: the extension counts only if it completed within the remaining validity.
+        if extended.first() == Some(&true) && Instant::now() < deadline {
             self.lease.renewed(start, ttl);
             Ok(())
         } else {

@@ -2,6 +2,7 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod error;
+mod fenced;
 mod fencing;
 mod global;
 mod guard;
@@ -9,6 +10,7 @@ mod key;
 mod lease;
 mod manager;
 mod options;
+mod redlock;
 mod release;
 mod scripts;
 mod watchdog;
@@ -18,6 +20,7 @@ mod watchdog;
 pub mod __private;
 
 pub use error::LockError;
+pub use fenced::{FenceError, FenceGate, FencedRedis, StaleWrite};
 pub use fencing::FencingCounter;
 pub use global::{default_manager, set_default_manager};
 pub use guard::LockGuard;

@@ -12,10 +12,11 @@ use tokio::time::Instant;
 use crate::fencing::{self, FencingCounter};
 use crate::guard::LockGuard;
 use crate::key::{DEFAULT_KEY_PREFIX, full_key};
-use crate::lease::Lease;
-use crate::release::{PendingAcquire, release_now};
+use crate::lease::{Lease, validity};
+use crate::redlock::{Nodes, Vote};
+use crate::release::PendingAcquire;
 use crate::watchdog::{Registration, Watchdog};
-use crate::{LockError, LockOptions, scripts};
+use crate::{LockError, LockOptions};
 
 /// A handle to one Redis node that hands out locks. Cheap to [`Clone`]: an `Arc` inside, and
 /// every clone shares one connection.
@@ -48,7 +49,7 @@ pub struct LockManager {
 }
 
 struct Inner {
-    conn: ConnectionManager,
+    nodes: Nodes,
     key_prefix: String,
     default_options: LockOptions,
     fencing_counter: FencingCounter,
@@ -105,9 +106,10 @@ impl LockManager {
     /// Acquires the lock on `key` (the manager's prefix is put in front), retrying with
     /// exponential backoff and full jitter until `opts`' wait budget is spent.
     ///
-    /// Each call draws a fresh random 128-bit token (UUID v4) and sends
-    /// `SET <prefix><key> <token> NX PX <ttl_ms>`; the fencing token is minted by the same
-    /// script. The guard's validity is measured from the start of the successful attempt.
+    /// Each attempt draws a fresh random 128-bit token (UUID v4) and sends
+    /// `SET <prefix><key> <token> NX PX <ttl_ms>` (to every node, for Redlock); the fencing
+    /// token is minted by the same script. The guard's validity is measured from the start of
+    /// the successful attempt.
     ///
     /// Dropping the returned future at any `.await` leaves no lock behind: an attempt in flight
     /// is followed by a compare-and-delete of its token, spawned on the runtime.
@@ -116,17 +118,18 @@ impl LockManager {
     /// - [`LockError::InvalidKey`] for an empty key, [`LockError::InvalidOptions`] for
     ///   out-of-range options: both before any network call.
     /// - [`LockError::Contended`] when another holder kept the key for the whole wait budget.
-    /// - [`LockError::Redis`] at the first backend failure (no retry): a down backend fails
-    ///   fast. If the failed request may have set the key (a lost reply), a compare-and-delete
-    ///   of the token is sent before the error returns, and retried in the background if that
-    ///   fails too, so no orphan lock outlives the error.
+    /// - [`LockError::Redis`] (one node) at the first backend failure, without retrying: a down
+    ///   backend fails fast. If the failed request may have set the key (a lost reply), a
+    ///   compare-and-delete of the token is sent before the error returns, and retried in the
+    ///   background if that fails too, so no orphan lock outlives the error.
+    /// - [`LockError::QuorumUnreachable`] (Redlock) after the first round in which fewer than a
+    ///   quorum of nodes answered.
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
         let key = self.checked_key(key, opts)?;
         let started = Instant::now();
-        let token = new_token();
         let mut backoff = opts.backoff();
         loop {
-            match self.attempt(&key, &token, opts).await? {
+            match self.attempt(&key, opts).await? {
                 Attempt::Acquired(guard) => return Ok(guard),
                 Attempt::Held { holder_ttl } => {
                     let waited = started.elapsed();
@@ -158,7 +161,7 @@ impl LockManager {
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
-        match self.attempt(&key, &new_token(), opts).await? {
+        match self.attempt(&key, opts).await? {
             Attempt::Acquired(guard) => Ok(Some(guard)),
             Attempt::Held { .. } => Ok(None),
         }
@@ -170,52 +173,42 @@ impl LockManager {
         Ok(key)
     }
 
-    /// One `SET NX PX` round trip. Cancel-safe: see [`PendingAcquire`].
-    async fn attempt(
-        &self,
-        key: &str,
-        token: &str,
-        opts: &LockOptions,
-    ) -> Result<Attempt, LockError> {
+    /// One acquire round. Cancel-safe: see [`PendingAcquire`].
+    async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Attempt, LockError> {
+        let token = new_token();
         let attempt_start = Instant::now();
-        let ttl_ms = opts.ttl_ms();
-        let pending = PendingAcquire::new(self, key, token, opts.ttl());
-        let reply: redis::RedisResult<(i64, i64)> = scripts::ACQUIRE
-            .key(key)
-            .key(fencing::counter_key(
-                &self.inner.key_prefix,
-                key,
-                self.inner.fencing_counter,
-            ))
-            .arg(token)
-            .arg(ttl_ms)
-            .invoke_async(&mut self.connection())
-            .await;
-        match reply {
-            Ok((1, fence)) => {
+        let ttl = opts.ttl();
+        let pending = PendingAcquire::new(self, key, &token, ttl);
+        let counter = fencing::counter_key(&self.inner.key_prefix, key, self.inner.fencing_counter);
+        let vote = self.inner.nodes.acquire(key, &counter, &token, ttl).await;
+        let redlock_expired = self.inner.nodes.len() > 1 && attempt_start.elapsed() >= validity(ttl);
+        match vote {
+            Ok(Vote::Won { fencing_token }) if !redlock_expired => {
                 pending.disarm();
-                let lease = Lease::new(
-                    key.to_owned(),
-                    token.to_owned(),
-                    u64::try_from(fence).unwrap_or(0),
-                    opts.ttl(),
-                    attempt_start,
-                );
+                let lease = Lease::new(key.to_owned(), token, fencing_token, ttl, attempt_start);
                 Ok(Attempt::Acquired(LockGuard::new(self.clone(), lease, opts)))
             }
-            Ok((_, holder_pttl)) => {
+            Ok(vote) => {
+                let holder_ttl = match vote {
+                    Vote::Lost { holder_ttl } => holder_ttl,
+                    Vote::Won { .. } => None,
+                };
+                if self.inner.nodes.len() > 1 {
+                    // Some nodes may hold this attempt's token: take it back from all of them.
+                    // Errors are fine here: a node that cannot be reached expires it by TTL.
+                    let _ = self.inner.nodes.release(key, &token, ttl).await;
+                }
                 pending.disarm();
-                let holder_ttl = u64::try_from(holder_pttl).ok().map(Duration::from_millis);
                 Ok(Attempt::Held { holder_ttl })
             }
             Err(err) => {
                 // The SET may have been applied even though its reply was lost.
-                pending.disarm();
-                if let Err(cleanup) = release_now(self, key, token).await {
+                if let Err(cleanup) = self.inner.nodes.release(key, &token, ttl).await {
                     tracing::warn!(key, error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
-                    self.spawn_release(key.to_owned(), token.to_owned(), opts.ttl());
+                    self.spawn_release(key.to_owned(), token.clone(), ttl);
                 }
-                Err(LockError::Redis(err))
+                pending.disarm();
+                Err(err)
             }
         }
     }
@@ -230,12 +223,12 @@ impl LockManager {
     pub(crate) fn watch(&self, lease: Arc<Lease>, max_hold: Option<Duration>) -> Registration {
         self.inner
             .watchdog
-            .register(lease, max_hold, &self.inner.conn, &self.inner.runtime)
+            .register(lease, max_hold, &self.inner.nodes, &self.inner.runtime)
     }
 
-    /// A clone of the shared multiplexed connection (cheap).
-    pub(crate) fn connection(&self) -> ConnectionManager {
-        self.inner.conn.clone()
+    /// The nodes this manager locks on.
+    pub(crate) fn nodes(&self) -> &Nodes {
+        &self.inner.nodes
     }
 
     /// Spawns a bounded background compare-and-delete of `token` on `key`: on the current
@@ -255,7 +248,8 @@ fn new_token() -> String {
     uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
-/// Builds a [`LockManager`]. Every setter is optional except the URL.
+/// Builds a [`LockManager`]. Give exactly one of [`url`](Self::url) (one Redis node) or
+/// [`nodes`](Self::nodes) (Redlock over N independent masters); everything else is optional.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), lockcore::LockError> {
@@ -269,36 +263,63 @@ fn new_token() -> String {
 ///     .response_timeout(Duration::from_millis(250))
 ///     .build()
 ///     .await?;
+///
+/// // The same surface over five independent masters (Redlock):
+/// let redlock = LockManager::builder()
+///     .nodes([
+///         "redis://10.0.0.1:6379/",
+///         "redis://10.0.0.2:6379/",
+///         "redis://10.0.0.3:6379/",
+///         "redis://10.0.0.4:6379/",
+///         "redis://10.0.0.5:6379/",
+///     ])
+///     .node_timeout(Duration::from_millis(50))
+///     .build()
+///     .await?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct LockManagerBuilder {
-    url: Option<String>,
+    urls: Vec<String>,
     key_prefix: String,
     default_options: LockOptions,
     fencing_counter: FencingCounter,
     connection_timeout: Duration,
     response_timeout: Duration,
+    node_timeout: Option<Duration>,
 }
 
 impl Default for LockManagerBuilder {
     fn default() -> Self {
         LockManagerBuilder {
-            url: None,
+            urls: Vec::new(),
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             default_options: LockOptions::default(),
             fencing_counter: FencingCounter::default(),
             connection_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_millis(500),
+            node_timeout: None,
         }
     }
 }
 
 impl LockManagerBuilder {
-    /// The Redis node, as a `redis://` or `rediss://` URL.
+    /// One Redis node, as a `redis://` or `rediss://` URL.
     pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.url = Some(url.into());
+        self.urls = vec![url.into()];
+        self
+    }
+
+    /// Redlock over these independent masters (see the `redlock` notes in the crate docs):
+    /// quorum N/2 + 1 of the configured N. Use 3 or 5 nodes; 2 tolerate no fault. A single URL
+    /// here is the same as [`url`](Self::url).
+    pub fn nodes<I, S>(mut self, urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.urls = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
         self
     }
 
@@ -334,31 +355,53 @@ impl LockManagerBuilder {
         self
     }
 
+    /// Redlock only: how long each node may take to answer one request before it counts as a
+    /// vote against. Default: ttl/10 of the lease at hand.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = Some(timeout);
+        self
+    }
+
     /// Connects and returns the manager.
+    ///
+    /// One node is connected at once, so an unreachable node fails here. Redlock nodes connect
+    /// lazily (and reconnect in the background), so a manager can be built while some nodes
+    /// are down; they count as votes against until they answer.
     ///
     /// # Errors
     /// - [`LockError::InvalidOptions`] when no URL was given or the default options are out of
     ///   range.
-    /// - [`LockError::Redis`] when the URL is malformed or the node cannot be reached.
+    /// - [`LockError::Redis`] when a URL is malformed or the single node cannot be reached.
     pub async fn build(self) -> Result<LockManager, LockError> {
         self.default_options.validate()?;
-        let url = self.url.ok_or_else(|| LockError::InvalidOptions {
-            reason: "no Redis URL given; call `.url(\"redis://host:port/\")` on the builder"
-                .to_owned(),
-        })?;
-        let info = url
-            .as_str()
-            .into_connection_info()?
-            .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+        if self.urls.is_empty() {
+            return Err(LockError::InvalidOptions {
+                reason: "no Redis URL given; call `.url(\"redis://host:port/\")` or `.nodes([..])` on the builder".to_owned(),
+            });
+        }
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connection_timeout))
             .set_response_timeout(Some(self.response_timeout))
             .set_number_of_retries(1);
-        let mut conn = ConnectionManager::new_with_config(Client::open(info)?, config).await?;
-        warn_if_counter_can_be_evicted(&mut conn).await;
+        let mut conns = Vec::with_capacity(self.urls.len());
+        for url in &self.urls {
+            let info = url
+                .as_str()
+                .into_connection_info()?
+                .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+            let client = Client::open(info)?;
+            let conn = if self.urls.len() == 1 {
+                let mut conn = ConnectionManager::new_with_config(client, config.clone()).await?;
+                warn_if_counter_can_be_evicted(&mut conn).await;
+                conn
+            } else {
+                ConnectionManager::new_lazy_with_config(client, config.clone())?
+            };
+            conns.push(conn);
+        }
         Ok(LockManager {
             inner: Arc::new(Inner {
-                conn,
+                nodes: Nodes::new(conns, self.node_timeout),
                 key_prefix: self.key_prefix,
                 default_options: self.default_options,
                 fencing_counter: self.fencing_counter,

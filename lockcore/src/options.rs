@@ -132,11 +132,6 @@ impl LockOptions {
         self.watchdog
     }
 
-    /// The TTL in whole milliseconds, as sent in `PX`.
-    pub(crate) fn ttl_ms(&self) -> u64 {
-        duration_ms(self.ttl)
-    }
-
     /// Checks every value against the ranges in the type's docs.
     ///
     /// # Errors

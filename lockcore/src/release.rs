@@ -6,24 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{LockError, LockManager, scripts};
+use crate::LockManager;
 
-/// Sends one compare-and-delete of `token` on `key`.
-///
-/// Returns `Ok(true)` when the key held the token and was deleted, `Ok(false)` when it did not
-/// hold the token (expired, deleted, or another holder's).
-pub(crate) async fn release_now(
-    manager: &LockManager,
-    key: &str,
-    token: &str,
-) -> Result<bool, LockError> {
-    let deleted: i64 = scripts::RELEASE
-        .key(key)
-        .arg(token)
-        .invoke_async(&mut manager.connection())
-        .await?;
-    Ok(deleted == 1)
-}
 
 /// Compare-and-delete with retries, for background use. Gives up once `ttl` has passed (the
 /// key has expired by then) or after 16 attempts, whichever comes first.
@@ -36,7 +20,7 @@ pub(crate) async fn release_with_retries(
     let give_up_at = Instant::now() + ttl;
     let mut delay = Duration::from_millis(10);
     for _ in 0..16 {
-        match release_now(&manager, &key, &token).await {
+        match manager.nodes().release(&key, &token, ttl).await {
             Ok(_) => return,
             Err(err) => {
                 tracing::debug!(key, error = %err, "background release failed; retrying");

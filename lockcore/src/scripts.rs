@@ -12,17 +12,12 @@ use redis::Script;
 /// - `KEYS[1]` lock key, `KEYS[2]` fencing counter key
 /// - `ARGV[1]` token, `ARGV[2]` ttl in ms
 ///
-/// Returns `{1, fencing_token}` when acquired. A key that already holds this very token (an
-/// earlier attempt of the same `acquire` call whose reply was lost) counts as acquired, with a
-/// fresh TTL. Otherwise returns `{0, pttl_ms}` of the current holder (`-1`: no expiry).
+/// Returns `{1, fencing_token}` when acquired, otherwise `{0, pttl_ms}` of the current holder
+/// (`-1`: the key has no expiry).
 pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| {
     Script::new(
         r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('INCR', KEYS[2])}
-end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, redis.call('INCR', KEYS[2])}
 end
 return {0, redis.call('PTTL', KEYS[1])}

@@ -24,14 +24,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::lease::{Lease, LeaseStatus};
-use crate::options::duration_ms;
-use crate::scripts;
+use crate::LockError;
+use crate::redlock::Nodes;
 
 /// The most keys renewed by one script call.
 pub(crate) const MAX_BATCH: usize = 512;
@@ -97,7 +96,7 @@ impl Watchdog {
         self: &Arc<Self>,
         lease: Arc<Lease>,
         max_hold: Option<Duration>,
-        conn: &ConnectionManager,
+        nodes: &Nodes,
         runtime: &Handle,
     ) -> Registration {
         let next_renewal = lease.acquired_at + renew_interval(lease.ttl());
@@ -119,7 +118,7 @@ impl Watchdog {
             (id, start)
         };
         if start {
-            runtime.spawn(run(Arc::clone(self), conn.clone()));
+            runtime.spawn(run(Arc::clone(self), nodes.clone()));
         } else {
             self.wake.notify_one();
         }
@@ -179,7 +178,7 @@ impl Watchdog {
         &self,
         start: Instant,
         batch: &[(u64, Arc<Lease>)],
-        reply: redis::RedisResult<Vec<i64>>,
+        reply: Result<Vec<bool>, LockError>,
     ) {
         let mut registry = self.lock();
         match reply {
@@ -188,7 +187,7 @@ impl Watchdog {
                     if lease.status() != LeaseStatus::Held {
                         continue;
                     }
-                    if ok == 1 {
+                    if ok {
                         let ttl = lease.ttl();
                         lease.renewed(start, ttl);
                         if let Some(entry) = registry.entries.get_mut(id) {
@@ -223,7 +222,7 @@ struct Plan {
 
 /// The scheduler loop. Ends when nothing is registered (every registered lease keeps its
 /// manager, and so this watchdog, alive).
-async fn run(dog: Arc<Watchdog>, mut conn: ConnectionManager) {
+async fn run(dog: Arc<Watchdog>, nodes: Nodes) {
     loop {
         let Some(plan) = dog.plan(Instant::now()) else {
             return;
@@ -238,14 +237,12 @@ async fn run(dog: Arc<Watchdog>, mut conn: ConnectionManager) {
             continue;
         }
         let start = Instant::now();
-        let mut invocation = scripts::RENEW.prepare_invoke();
-        for (_, lease) in &plan.batch {
-            invocation
-                .key(&lease.key)
-                .arg(&lease.token)
-                .arg(duration_ms(lease.ttl()));
-        }
-        let reply = invocation.invoke_async(&mut conn).await;
+        let leases: Vec<(&str, &str, Duration)> = plan
+            .batch
+            .iter()
+            .map(|(_, lease)| (lease.key.as_str(), lease.token.as_str(), lease.ttl()))
+            .collect();
+        let reply = nodes.renew(&leases).await;
         dog.settle_batch(start, &plan.batch, reply);
     }
 }

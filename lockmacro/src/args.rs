@@ -19,18 +19,11 @@ pub(crate) enum OnLost {
     Continue,
 }
 
-/// A validated millisecond value, with the span of its literal.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Millis {
-    pub(crate) value: u64,
-    pub(crate) span: Span,
-}
-
 /// The validated arguments.
 pub(crate) struct Config {
     pub(crate) key: LitStr,
-    pub(crate) ttl_ms: Option<Millis>,
-    pub(crate) wait_ms: Option<Millis>,
+    pub(crate) ttl_ms: Option<u64>,
+    pub(crate) wait_ms: Option<u64>,
     pub(crate) manager: Option<Expr>,
     /// `::lockcore` unless `crate = ".."` says otherwise.
     pub(crate) krate: Path,
@@ -85,8 +78,8 @@ impl Config {
             let result = match name_str.as_str() {
                 "key" => string(&value, diagnostics::KEY_NOT_STRING).map(|lit| key = Some(lit)),
                 "ttl_ms" => millis(&value, "ttl_ms").and_then(|ms| {
-                    if ms.value == 0 {
-                        return Err(syn::Error::new(ms.span, diagnostics::TTL_ZERO));
+                    if ms == 0 {
+                        return Err(syn::Error::new(value.span(), diagnostics::TTL_ZERO));
                     }
                     config.ttl_ms = Some(ms);
                     Ok(())
@@ -131,7 +124,7 @@ fn string(value: &Expr, message: &str) -> syn::Result<LitStr> {
     }
 }
 
-fn millis(value: &Expr, name: &str) -> syn::Result<Millis> {
+fn millis(value: &Expr, name: &str) -> syn::Result<u64> {
     let Some(Lit::Int(lit)) = literal(value) else {
         return Err(syn::Error::new(
             value.span(),
@@ -144,13 +137,8 @@ fn millis(value: &Expr, name: &str) -> syn::Result<Millis> {
             diagnostics::bad_int_suffix(name, lit.suffix()),
         ));
     }
-    let value = lit
-        .base10_parse::<u64>()
-        .map_err(|_| syn::Error::new(lit.span(), diagnostics::int_out_of_range(name)))?;
-    Ok(Millis {
-        value,
-        span: lit.span(),
-    })
+    lit.base10_parse::<u64>()
+        .map_err(|_| syn::Error::new(lit.span(), diagnostics::int_out_of_range(name)))
 }
 
 fn boolean(value: &Expr) -> syn::Result<bool> {
@@ -243,8 +231,8 @@ mod tests {
         )) else {
             panic!("expected a config");
         };
-        assert_eq!(config.ttl_ms.map(|m| m.value), Some(10_000));
-        assert_eq!(config.wait_ms.map(|m| m.value), Some(0));
+        assert_eq!(config.ttl_ms, Some(10_000));
+        assert_eq!(config.wait_ms, Some(0));
         let manager = config.manager;
         assert_eq!(quote!(#manager).to_string(), quote!(self.locks).to_string());
         let krate = config.krate;

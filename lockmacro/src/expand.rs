@@ -8,7 +8,7 @@ use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
 use syn::{Attribute, Ident, LitStr, Member, ReturnType, Type};
 
-use crate::args::{Config, Millis, OnLost};
+use crate::args::{Config, OnLost};
 use crate::diagnostics::{self, Errors};
 use crate::item::{Func, Params};
 use crate::template::{self, Segment};
@@ -135,6 +135,9 @@ fn placeholder_expr(path: &[String], params: &Params, span: Span) -> syn::Result
             available.iter().map(String::as_str),
         )));
     };
+    // Fields resolve like the user's own code but sit at the key literal. Their span is marked
+    // as macro-made so that rustc doesn't suggest rewriting the literal into a field name.
+    let field_span = Span::mixed_site().located_at(span);
     let fields = fields
         .iter()
         .map(|field| {
@@ -142,12 +145,12 @@ fn placeholder_expr(path: &[String], params: &Params, span: Span) -> syn::Result
                 .map_err(|_| error(diagnostics::template_bad_field(field, &path.join("."))))?;
             Ok(match member {
                 Member::Named(mut ident) => {
-                    ident.set_span(span);
+                    ident.set_span(field_span);
                     Member::Named(ident)
                 }
                 Member::Unnamed(index) => Member::Unnamed(syn::Index {
                     index: index.index,
-                    span,
+                    span: field_span,
                 }),
             })
         })
@@ -254,11 +257,12 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
 }
 
 /// `Some(10000u64)` or `None`.
-fn millis(ms: Option<Millis>) -> TokenStream {
+fn millis(ms: Option<u64>) -> TokenStream {
     match ms {
-        Some(Millis { value, span }) => {
-            let mut lit = proc_macro2::Literal::u64_suffixed(value);
-            lit.set_span(span);
+        // The literal keeps the macro's span: lints about how the user wrote theirs (`10_000`)
+        // must not fire on the generated `10000u64`.
+        Some(ms) => {
+            let lit = proc_macro2::Literal::u64_suffixed(ms);
             quote!(::core::option::Option::Some(#lit))
         }
         None => quote!(::core::option::Option::None),

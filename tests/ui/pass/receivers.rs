@@ -42,7 +42,7 @@ impl Service {
 
     #[distributed_lock(key = "o:<self.tenant>", manager = self.locks)]
     async fn consumed_mut(mut self) -> Result<u32, AppError> {
-        self.placed = Self::LIMIT;
+        self.placed += Self::LIMIT;
         Ok(self.placed)
     }
 

@@ -2,11 +2,11 @@
 #![deny(warnings)]
 #![allow(dead_code)]
 
-use lockcore::{distributed_lock, LockError};
+use lockcore::distributed_lock;
 
 #[distributed_lock(key = "test:one-at-a-time")]
 #[tokio::test]
-async fn locked_test() -> Result<(), LockError> {
+async fn locked_test() -> Result<(), lockcore::LockError> {
     Ok(())
 }
 

@@ -1,0 +1,257 @@
+//! Cancellation and panics through the explicit API: C09 (acquire dropped in flight), C12 (guard
+//! dropped on a thread without a runtime), and the guard side of C10/C11 (a task holding a
+//! guard is aborted or panics). The `#[distributed_lock]` side of C10/C11/C13 is in
+//! `attribute_runtime.rs`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use lockcore::{LockManager, LockOptions};
+use tokio::sync::oneshot;
+use tokio::time::{Instant, sleep, timeout};
+
+// ---- C09: acquire dropped in flight -----------------------------------------------------------
+
+/// C09: 1000 x `timeout(random 0..2000 µs, acquire("cart:5"))` with ttl 30 s, dropping whatever
+/// comes back (guards included). Within 1 s after the loop `cart:5` does not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c09_acquire_dropped_in_flight_leaves_no_lock() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    let mut raw = server.connection().await;
+    let o = LockOptions::new(Duration::from_secs(30));
+
+    let (mut got_guard, mut cut_off) = (0u64, 0u64);
+    for _ in 0..1000 {
+        let budget = Duration::from_micros(fastrand::u64(0..2000));
+        match timeout(budget, m.acquire("cart:5", &o)).await {
+            Ok(Ok(guard)) => {
+                got_guard += 1;
+                drop(guard);
+            }
+            Ok(Err(e)) => panic!("within 2 ms only a guard or a timeout can come back: {e:?}"),
+            Err(_elapsed) => cut_off += 1,
+        }
+    }
+    let seen_by_redis = acquisitions_seen_by_redis(&mut raw).await;
+    eprintln!("C09: {got_guard} guards, {cut_off} cut off, {seen_by_redis} SETs applied");
+    assert!(cut_off > 0, "no acquire was cut off; the test exercised nothing");
+    assert!(got_guard > 0);
+    assert!(seen_by_redis >= got_guard);
+
+    let took = gone_within(&mut raw, &full("cart:5"), Duration::from_secs(1), Duration::from_millis(10)).await;
+    assert!(
+        took.is_some(),
+        "`cart:5` still exists 1 s after the loop (value {:?}, pttl {})",
+        get(&mut raw, &full("cart:5")).await,
+        pttl(&mut raw, &full("cart:5")).await
+    );
+}
+
+/// C09, deterministic: Redis is paused so the `SET` is surely on the wire when the acquire
+/// future is dropped (after 20 ms). Once Redis runs it, the cleanup that follows removes it.
+#[tokio::test]
+async fn c09_acquire_dropped_while_set_is_on_the_wire() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    let mut raw = server.connection().await;
+    must_acquire(&m, "warm-up", &opts(1000, 0)).await.release().await.expect("warm-up");
+
+    pause_all_clients(&mut raw, 300).await;
+    let cut = timeout(Duration::from_millis(20), m.acquire("cart:5", &opts(30_000, 5000))).await;
+    assert!(cut.is_err(), "Redis is paused: the acquire cannot finish in 20 ms");
+
+    let mut applied_then_gone = false;
+    for _ in 0..50 {
+        if acquisitions_seen_by_redis(&mut raw).await >= 2 && !exists(&mut raw, &full("cart:5")).await {
+            applied_then_gone = true;
+            break;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+    assert!(applied_then_gone, "the dropped acquire's SET ran but its token was not cleaned up");
+}
+
+/// C09 twin: the naive `SET NX PX 30000` whose future is dropped after it was sent leaves an
+/// orphan lock for the whole TTL.
+#[tokio::test]
+async fn c09_twin_naive_set_dropped_in_flight_leaves_orphan() {
+    let server = RedisServer::start();
+    let mut naive = server.connection().await;
+    let mut raw = server.connection().await;
+    let key = full("cart:5");
+
+    pause_all_clients(&mut raw, 300).await;
+    let cut = timeout(
+        Duration::from_millis(20),
+        redis::cmd("SET")
+            .arg(&key)
+            .arg("naive-token")
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000)
+            .query_async::<Option<String>>(&mut naive),
+    )
+    .await;
+    assert!(cut.is_err());
+
+    let mut orphan = false;
+    for _ in 0..50 {
+        if exists(&mut raw, &key).await {
+            orphan = true;
+            break;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+    assert!(orphan, "the dropped SET was applied once Redis ran again");
+    assert!(pttl(&mut raw, &key).await > 25_000);
+}
+
+// ---- C10/C11 (guard side): the holding task is aborted or panics ------------------------------
+
+/// C10, explicit API: a task holding a guard (ttl 10 s) is aborted: the key is gone within a few
+/// ms (a spawned release, not the TTL).
+#[tokio::test]
+async fn c10_aborted_task_releases_its_guard() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    let mut raw = server.connection().await;
+
+    let (held_tx, held_rx) = oneshot::channel();
+    let holder = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            let _guard = must_acquire(&m, "user:1", &opts(10_000, 0)).await;
+            held_tx.send(()).expect("test waits");
+            std::future::pending::<()>().await;
+        })
+    };
+    held_rx.await.expect("holder acquired");
+    assert!(exists(&mut raw, &full("user:1")).await);
+    holder.abort();
+    assert!(holder.await.is_err_and(|e| e.is_cancelled()));
+    let took = gone_within(&mut raw, &full("user:1"), Duration::from_millis(200), Duration::from_millis(2)).await;
+    assert!(took.is_some(), "key still held 200 ms after the abort");
+}
+
+/// C11, explicit API: a task panics while holding a guard (current_thread runtime): the join
+/// error carries the original panic and the key is released.
+#[tokio::test]
+async fn c11_panicking_task_releases_its_guard() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    let mut raw = server.connection().await;
+
+    let holder = {
+        let m = m.clone();
+        tokio::spawn(async move {
+            let _guard = must_acquire(&m, "user:1", &opts(10_000, 0)).await;
+            sleep(Duration::from_millis(5)).await;
+            panic!("original panic C11");
+        })
+    };
+    let err = holder.await.expect_err("the task panicked");
+    let payload = err.into_panic();
+    assert_eq!(payload.downcast_ref::<&str>().copied(), Some("original panic C11"));
+    assert_gone_within(&mut raw, &full("user:1"), Duration::from_millis(200)).await;
+}
+
+// ---- C12: a guard dropped on a plain std::thread with no runtime ------------------------------
+
+/// C12 (multi-thread runtime): dropping the guard on a plain thread does not panic; the release
+/// goes through the manager's runtime and the key is gone shortly after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c12_guard_dropped_on_plain_thread_is_released() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    let mut raw = server.connection().await;
+
+    let guard = must_acquire(&m, "c12", &opts(30_000, 0)).await;
+    let dropped = std::thread::spawn(move || {
+        assert!(tokio::runtime::Handle::try_current().is_err(), "no runtime here");
+        drop(guard);
+    })
+    .join();
+    assert!(dropped.is_ok(), "dropping a guard without a runtime must not panic");
+    assert_gone_within(&mut raw, &full("c12"), Duration::from_millis(500)).await;
+}
+
+/// C12 (current_thread runtime): the manager's runtime is the test's own; the release spawned
+/// from the plain thread runs as soon as the test awaits.
+#[tokio::test]
+async fn c12_guard_dropped_on_plain_thread_current_thread_runtime() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    let mut raw = server.connection().await;
+
+    let guard = must_acquire(&m, "c12", &opts(30_000, 0)).await;
+    let dropped = std::thread::spawn(move || drop(guard)).join();
+    assert!(dropped.is_ok(), "dropping a guard without a runtime must not panic");
+    assert_gone_within(&mut raw, &full("c12"), Duration::from_millis(500)).await;
+}
+
+/// C12 with the manager's runtime already shut down: still no panic, and the key expires by
+/// its TTL (300 ms).
+#[test]
+fn c12_guard_dropped_after_runtime_shutdown_expires_by_ttl() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (manager, guard): (LockManager, _) = runtime.block_on(async {
+        let m = manager(&server).await;
+        let g = must_acquire(&m, "c12", &opts(300, 0)).await;
+        (m, g)
+    });
+    let acquired = std::time::Instant::now();
+    drop(runtime);
+
+    let dropped = std::thread::spawn(move || drop(guard)).join();
+    assert!(dropped.is_ok(), "dropping a guard whose runtime is gone must not panic");
+    drop(manager);
+
+    let mut con = server
+        .client()
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .expect("sync connection");
+    let mut gone = false;
+    for _ in 0..100 {
+        let n: i64 = redis::cmd("EXISTS").arg(full("c12")).query(&mut con).expect("EXISTS");
+        if n == 0 {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(gone, "the key must expire by its 300 ms TTL");
+    assert!(acquired.elapsed() < Duration::from_millis(1300));
+}
+
+/// The release spawned by a drop is bounded: dropping guards while Redis is gone neither panics
+/// nor blocks, and the runtime still shuts down promptly.
+#[test]
+fn c12_drop_while_redis_is_down_does_not_block() {
+    let mut server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let guards = runtime.block_on(async {
+        let m = manager(&server).await;
+        let mut guards = Vec::new();
+        for i in 0..10 {
+            guards.push(must_acquire(&m, &format!("down:{i}"), &opts(30_000, 0)).await);
+        }
+        guards
+    });
+    server.stop();
+    let started = Instant::now();
+    let dropped = std::thread::spawn(move || drop(guards)).join();
+    assert!(dropped.is_ok());
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    assert!(started.elapsed() < Duration::from_millis(1500));
+}
