@@ -97,16 +97,13 @@ pub(crate) fn template_bad_field(field: &str, placeholder: &str) -> String {
     format!("invalid field `{field}` in key template placeholder `<{placeholder}>`")
 }
 
-pub(crate) fn unknown_param<'a>(
-    name: &str,
-    available: impl ExactSizeIterator<Item = &'a str>,
-) -> String {
-    if available.len() == 0 {
+pub(crate) fn unknown_param(name: &str, available: &[String]) -> String {
+    if available.is_empty() {
         format!("unknown parameter `{name}` in key template; the function has no parameters")
     } else {
         format!(
             "unknown parameter `{name}` in key template; available: {}",
-            backticked(available)
+            backticked(available.iter().map(String::as_str))
         )
     }
 }

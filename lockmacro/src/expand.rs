@@ -28,14 +28,12 @@ pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStr
 fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let (config, func) = both(Config::parse(args), Func::parse_item(item))?;
     let params = Params::of(&func.sig);
-    let (ret, key) = both(
-        return_type(&func),
-        both(
-            key_expr(&config.key, &params),
-            check_guard(&config, &params),
-        ),
-    )?;
-    Ok(generate(&config, &func, ret, key.0))
+    let key = both(
+        key_expr(&config.key, &params),
+        check_guard(&config, &params),
+    );
+    let (ret, (key, ())) = both(return_type(&func), key)?;
+    Ok(generate(&config, &func, ret, key))
 }
 
 /// Both values, or every error of the two.
@@ -129,10 +127,9 @@ fn placeholder_expr(path: &[String], params: &Params, span: Span) -> syn::Result
     } else if params.destructured.iter().any(|name| name == first) {
         return Err(error(diagnostics::destructured_param(first)));
     } else {
-        let available = params.available();
         return Err(error(diagnostics::unknown_param(
             first,
-            available.iter().map(String::as_str),
+            &params.available(),
         )));
     };
     // Fields resolve like the user's own code but sit at the key literal. Their span is marked
@@ -230,7 +227,7 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
     quote! {
         #(#attrs)*
         #vis #sig {
-            #inner_attrs
+            #(#inner_attrs)*
             let #key_var: ::std::string::String = #key;
             let #manager_var: #krate::LockManager = #manager;
             let #options_var = #private::options(&#manager_var, #ttl, #wait, #watchdog);

@@ -4,7 +4,7 @@
 //! fallback parses only the attributes, visibility and signature and keeps the body as tokens,
 //! so the expansion, and completion inside the body, still work.
 
-use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
+use proc_macro2::TokenStream;
 use syn::parse::{Parse, ParseStream};
 use syn::{Attribute, FnArg, Ident, ItemFn, Pat, Signature, Token, Visibility};
 
@@ -17,7 +17,7 @@ pub(crate) struct Func {
     pub(crate) vis: Visibility,
     pub(crate) sig: Signature,
     /// The body's leading `#![..]` attributes; they must stay first in the new body.
-    pub(crate) inner_attrs: TokenStream,
+    pub(crate) inner_attrs: Vec<Attribute>,
     /// The body's statements, without the braces.
     pub(crate) stmts: TokenStream,
 }
@@ -35,7 +35,7 @@ impl Func {
                     attrs: outer,
                     vis: item.vis,
                     sig: item.sig,
-                    inner_attrs: quote::quote!(#(#inner)*),
+                    inner_attrs: inner,
                     stmts: quote::quote!(#(#stmts)*),
                 })
             }
@@ -55,43 +55,16 @@ impl Parse for Func {
             let semi = input.parse::<Token![;]>()?;
             return Err(syn::Error::new(semi.span, diagnostics::NO_BODY));
         }
-        let body = input.parse::<Group>()?;
-        if body.delimiter() != Delimiter::Brace {
-            return Err(syn::Error::new(body.span(), "expected `{`"));
-        }
-        let (inner_attrs, stmts) = split_inner_attrs(body.stream());
+        let body;
+        syn::braced!(body in input);
         Ok(Func {
             attrs,
             vis,
             sig,
-            inner_attrs,
-            stmts,
+            inner_attrs: body.call(Attribute::parse_inner)?,
+            stmts: body.parse()?,
         })
     }
-}
-
-/// Splits the leading `#![..]` attributes off a body's tokens.
-fn split_inner_attrs(body: TokenStream) -> (TokenStream, TokenStream) {
-    let tokens: Vec<TokenTree> = body.into_iter().collect();
-    let mut end = 0;
-    while let [
-        TokenTree::Punct(pound),
-        TokenTree::Punct(bang),
-        TokenTree::Group(group),
-        ..,
-    ] = &tokens[end..]
-    {
-        if pound.as_char() != '#'
-            || bang.as_char() != '!'
-            || group.delimiter() != Delimiter::Bracket
-        {
-            break;
-        }
-        end += 3;
-    }
-    let inner_attrs = tokens[..end].iter().cloned().collect();
-    let stmts = tokens[end..].iter().cloned().collect();
-    (inner_attrs, stmts)
 }
 
 /// The names a key template may start a placeholder with.

@@ -74,7 +74,7 @@ mod snapshot_tests;
 /// With `#[tokio::test]`, put `#[distributed_lock]` above it:
 ///
 /// ```ignore
-/// #[distributed_lock(key = "test:<n>")]
+/// #[distributed_lock(key = "test:one-at-a-time")]
 /// #[tokio::test]
 /// async fn one_at_a_time() -> Result<(), lockcore::LockError> { /* ... */ }
 /// ```
@@ -90,8 +90,13 @@ mod snapshot_tests;
 /// - **Lost lock**: with `watchdog = true` the lease is renewed while the body runs. If the lock
 ///   is lost anyway, `on_lost = "abort"` drops the body at its next `.await` and returns
 ///   `Err(LockError::Lost { .. })` converted into `E`; `on_lost = "continue"` lets it finish.
-/// - **Panic or cancellation**: the `LockGuard`'s `Drop` releases the key without blocking, by a
-///   release spawned on the current tokio runtime.
+///   With `watchdog = false` the body always runs to completion, and a lease that ran out is
+///   reported through `tracing` at release.
+/// - **Panic**: the body's panic is caught, the lock is released, then the panic resumes.
+/// - **Cancellation** (the future is dropped): the `LockGuard`'s `Drop` releases the key without
+///   blocking, by a release spawned on the current tokio runtime.
+/// - **Drop order**: parameters the body uses are dropped when the body ends, before the
+///   release; parameters it never uses are dropped after the release.
 ///
 /// # Equivalent code
 ///
@@ -102,6 +107,7 @@ mod snapshot_tests;
 /// async fn create_order(product_id: u64, user_id: u64) -> Result<OrderId, AppError> {
 ///     let key = format!("order:lock:product:{}", product_id);
 ///     let manager = lockcore::default_manager()?;
+///     // `wait_ms` not given: the manager's default wait
 ///     let opts = lockcore::LockOptions::new(std::time::Duration::from_millis(10_000));
 ///     let guard = manager.acquire(&key, &opts).await?;
 ///     let result = async move {
