@@ -1,56 +1,6 @@
-//! The resource side of fencing: accept a write only if its fencing token is not older than the
-//! newest one the resource has already accepted.
-//!
-//! A lease cannot stop a holder that was paused past its TTL (a GC pause, `SIGSTOP`, a swapped
-//! out VM, a slow network) from writing after the next holder took over: when it wakes up it
-//! still believes it holds the lock. The fix (Martin Kleppmann, "How to do distributed locking",
-//! 2016) is on the *resource*: every write carries the holder's
-//! [`fencing_token`](crate::LockGuard::fencing_token), the resource remembers the newest token
-//! it accepted, and it rejects a write whose token is older. The paused holder's token is older
-//! than its successor's, so its late write is rejected instead of clobbering the newer one.
-//!
-//! Three forms of the check, one per kind of resource:
-//!
-//! | resource | check |
-//! |---|---|
-//! | a Redis key | [`FencedRedis`]: one Lua script compares and writes atomically |
-//! | a SQL row | the `UPDATE ... WHERE fence <= ?token` pattern below |
-//! | in-process state | [`FenceGate`]: a value behind a mutex together with its fence |
-//!
-//! # The rule: reject older, accept equal
-//! A write with token `t` is accepted when `t >= latest` (the resource's stored token; 0 when it
-//! has none) and then stores `t` as the new `latest`; it is rejected, with [`StaleWrite`], when
-//! `t < latest`. Every acquisition mints a distinct token, so an equal token can only come from
-//! the same lease: one holder may write several times under one lock, and may retry a write
-//! whose reply was lost, without tripping over its own fence. A rejection therefore always means
-//! that a *newer* holder has already written (`presented < latest`).
-//!
-//! # The SQL pattern
-//! Keep the fence next to the data, in the same row, and make the comparison part of the
-//! `UPDATE`, so that the check and the write are one atomic statement:
-//!
-//! ```sql
-//! ALTER TABLE stock ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;
-//!
-//! UPDATE stock SET qty = ?1, fence = ?2 WHERE id = ?3 AND fence <= ?2;
-//! -- 1 row changed: written.  0 rows changed: stale write (a newer holder wrote), reject it.
-//! ```
-//!
-//! Read the row and check `fence` yourself only inside the same transaction as the write (and
-//! at an isolation level that stops a concurrent writer in between); the single-statement form
-//! above needs neither. SQLite stores `INTEGER` as `i64`: tokens from Redis `INCR` fit.
-//!
-//! # What fencing does not do
-//! - The resource knows only the tokens it has seen. If the new holder has not written yet, the
-//!   paused holder's late write is still accepted (it is then simply the latest write). The
-//!   guarantee is: once a holder with token `n` has written, no write with a token below `n`
-//!   ever lands.
-//! - A resource that forgets its fence (in-memory state lost on restart while the data stays)
-//!   accepts stale writes again: persist the fence with the data ([`FencedRedis`] and the SQL
-//!   pattern do), or restore it with [`FenceGate::with_latest`].
-//! - Tokens are comparable only when they come from the same counter: the same Redis, the same
-//!   key prefix, and (with [`FencingCounter::PerSlot`](crate::FencingCounter::PerSlot)) the same
-//!   lock key. See the fencing module's notes on when the counter stops being monotonic.
+//! The resource side of fencing: [`FencedRedis`] (a Redis key), [`FenceGate`] (in-process
+//! state), [`StaleWrite`] and [`FenceError`]. The rule, the SQL pattern and the limits are
+//! documented on [`FencedRedis`], where rustdoc shows them (this module is private).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -137,8 +87,63 @@ return {1, token}
 });
 
 /// A Redis key written only with a fencing token at least as new as the newest one it has
-/// accepted.
+/// accepted; and the fencing rule for every kind of resource.
 ///
+/// A lease cannot stop a holder that was paused past its TTL (a GC pause, `SIGSTOP`, a swapped
+/// out VM, a slow network) from writing after the next holder took over: when it wakes up it
+/// still believes it holds the lock. The fix (Martin Kleppmann, "How to do distributed locking",
+/// 2016) is on the *resource*: every write carries the holder's
+/// [`fencing_token`](crate::LockGuard::fencing_token), the resource remembers the newest token
+/// it accepted, and it rejects a write whose token is older. The paused holder's token is older
+/// than its successor's, so its late write is rejected instead of clobbering the newer one.
+///
+/// Three forms of the check, one per kind of resource:
+///
+/// | resource | check |
+/// |---|---|
+/// | a Redis key | [`FencedRedis`]: one Lua script compares and writes atomically |
+/// | a SQL row | the `UPDATE ... WHERE fence <= ?token` pattern below (no Rust type needed) |
+/// | in-process state | [`FenceGate`]: a value behind a mutex together with its fence |
+///
+/// # The rule: reject older, accept equal
+/// A write with token `t` is accepted when `t >= latest` (the resource's stored token; 0 when it
+/// has none) and then stores `t` as the new `latest`; it is rejected, with [`StaleWrite`], when
+/// `t < latest`. Every acquisition mints a distinct token, so an equal token can only come from
+/// the same lease: one holder may write several times under one lock, and may retry a write
+/// whose reply was lost, without tripping over its own fence. A rejection therefore always means
+/// that a *newer* holder has already written (`presented < latest`).
+///
+/// # The SQL pattern
+/// Keep the fence next to the data, in the same row, and make the comparison part of the
+/// `UPDATE`, so that the check and the write are one atomic statement:
+///
+/// ```sql
+/// ALTER TABLE stock ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;
+///
+/// UPDATE stock SET qty = ?1, fence = ?2 WHERE id = ?3 AND fence <= ?2;
+/// -- 1 row changed: written.  0 rows changed: stale write (a newer holder wrote), reject it.
+/// ```
+///
+/// Read the row and check `fence` yourself only inside the same transaction as the write (and
+/// at an isolation level that stops a concurrent writer in between); the single-statement form
+/// above needs neither. SQLite stores `INTEGER` as `i64`: tokens from Redis `INCR` fit.
+///
+/// # What fencing does not do
+/// - The resource knows only the tokens it has seen. If the new holder has not written yet, the
+///   paused holder's late write is still accepted (it is then simply the latest write). The
+///   guarantee is: once a holder with token `n` has written, no write with a token below `n`
+///   ever lands.
+/// - A resource that forgets its fence (in-memory state lost on restart while the data stays)
+///   accepts stale writes again: persist the fence with the data ([`FencedRedis`] and the SQL
+///   pattern do), or restore it with [`FenceGate::with_latest`].
+/// - Tokens are comparable only when they come from the same counter: the same Redis, the same
+///   key prefix, and (with [`FencingCounter::PerSlot`](crate::FencingCounter::PerSlot)) the same
+///   lock key. They stop being monotonic if the counter is lost: Redis restarted without
+///   persistence (use AOF with `appendfsync always`), a replica promoted before it received the
+///   latest `INCR`, or the counter evicted under an `allkeys-*` `maxmemory-policy` (the manager
+///   logs a warning for that one).
+///
+/// # The Redis form
 /// The key is a hash with two fields: `value` (the data, any single Redis argument) and `fence`
 /// (the token of the latest accepted write, a decimal `u64`). [`set`](Self::set) runs one Lua
 /// script (`EVALSHA`, falling back to `EVAL` on `NOSCRIPT`) that compares and writes
@@ -258,7 +263,7 @@ impl FencedRedis {
 ///
 /// Use it where the resource is this process's own state (a cache, a file, a service that
 /// receives writes from lock holders). For a Redis key use [`FencedRedis`]; for a SQL row, the
-/// `UPDATE .. WHERE fence <= ?` pattern in the module docs.
+/// `UPDATE .. WHERE fence <= ?` pattern in [`FencedRedis`]'s docs.
 ///
 /// The write closure runs under a `std::sync::Mutex`: keep it short and never block on async
 /// work inside it. A closure that panics poisons nothing: the next call proceeds with the value
@@ -358,6 +363,20 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    fn assert_send<T: Send>(_: &T) {}
+
+    /// Compile-time check: the futures can be `tokio::spawn`ed with the usual connections.
+    #[allow(dead_code, clippy::let_underscore_future)]
+    async fn futures_are_send(
+        mut multiplexed: redis::aio::MultiplexedConnection,
+        mut manager: redis::aio::ConnectionManager,
+    ) {
+        let row = FencedRedis::new("k");
+        assert_send(&row.set(&mut multiplexed, 1, "v"));
+        assert_send(&row.set(&mut manager, 1, 2_u32));
+        assert_send(&row.get::<String, _>(&mut multiplexed));
+    }
+
     #[test]
     fn accepts_newer_and_equal_rejects_older() {
         let gate = FenceGate::new("stock:1", Vec::new());
@@ -444,7 +463,10 @@ mod tests {
             .collect();
         let rejected: u32 = threads.into_iter().map(|h| h.join().unwrap()).sum();
         let (log, latest) = Arc::try_unwrap(gate).unwrap().into_inner();
-        assert!(log.windows(2).all(|w| w[0] <= w[1]), "out of order: {log:?}");
+        assert!(
+            log.windows(2).all(|w| w[0] <= w[1]),
+            "out of order: {log:?}"
+        );
         assert_eq!(latest, *log.last().unwrap());
         assert_eq!(log.len() + rejected as usize, 8 * 500);
     }

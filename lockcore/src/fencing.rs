@@ -27,7 +27,9 @@ use once_cell::sync::Lazy;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FencingCounter {
-    /// One counter per key prefix, `<prefix>__fencing_counter__`. For a single Redis node.
+    /// One counter per key prefix, `<prefix>__fencing_counter__`. For a single Redis node and
+    /// Redlock. On Redis Cluster most lock keys are in another slot than this counter, and the
+    /// acquire fails with `CROSSSLOT`: use [`PerSlot`](Self::PerSlot) there.
     #[default]
     PerPrefix,
     /// One counter per Redis Cluster hash slot, `<prefix>__fencing_counter__{<tag>}`, where
@@ -35,10 +37,10 @@ pub enum FencingCounter {
     PerSlot,
 }
 
-const COUNTER_NAME: &str = "__fencing_counter__";
+pub(crate) const COUNTER_NAME: &str = "__fencing_counter__";
 
-/// The counter key for `lock_key` (the full key, prefix included). The name is reserved: do
-/// not lock a key that starts with `__fencing_counter__`.
+/// The counter key for `lock_key` (the full key, prefix included). The name is reserved: a key
+/// that starts with `__fencing_counter__` is refused as [`LockError::InvalidKey`](crate::LockError).
 pub(crate) fn counter_key(prefix: &str, lock_key: &str, mode: FencingCounter) -> String {
     match mode {
         FencingCounter::PerPrefix => format!("{prefix}{COUNTER_NAME}"),

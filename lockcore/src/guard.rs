@@ -64,9 +64,13 @@ impl LockGuard {
     }
 
     /// The fencing token: strictly greater than the fencing token of every earlier acquisition
-    /// of any key under this manager's prefix, by any client of the same Redis. Extend and
-    /// renewal keep it. Pass it to the resource, which rejects writes that carry a token smaller
-    /// than one it has already seen.
+    /// of this key by any client, as long as the counter survives (see
+    /// [`FencingCounter`](crate::FencingCounter) for when it does not). With the default
+    /// per-prefix counter this holds across all keys under the prefix; per slot, across keys of
+    /// one slot. Under Redlock it is the maximum over the winning quorum: best effort (see
+    /// [`LockManagerBuilder::nodes`](crate::LockManagerBuilder::nodes)). Extend and renewal keep
+    /// it. Pass it to the resource ([`FencedRedis`](crate::FencedRedis),
+    /// [`FenceGate`](crate::FenceGate), or SQL), which rejects writes with an older token.
     pub fn fencing_token(&self) -> u64 {
         self.lease.fencing_token
     }
@@ -78,11 +82,10 @@ impl LockGuard {
         self.lease.deadline()
     }
 
-    /// Time left until [`deadline`](Self::deadline); zero once it has passed.
+    /// Time left until [`deadline`](Self::deadline); zero once it has passed or the lease is
+    /// known lost.
     pub fn remaining(&self) -> Duration {
-        self.lease
-            .deadline()
-            .saturating_duration_since(Instant::now())
+        self.lease.remaining()
     }
 
     /// Local state, no network call: `true` until the lease is known lost or its deadline
@@ -164,6 +167,9 @@ impl LockGuard {
         // Redlock: the extension counts only if it completed within the remaining validity.
         if extended.first() == Some(&true) && Instant::now() < deadline {
             self.lease.renewed(start, ttl);
+            if let Some(renewal) = &self.renewal {
+                renewal.reschedule();
+            }
             Ok(())
         } else {
             self.lease.settle(LeaseStatus::Lost);

@@ -4,6 +4,7 @@
 //! kept, so Redis Cluster hash tags such as `{user:1}` work as written.
 
 use crate::LockError;
+use crate::fencing::COUNTER_NAME;
 
 /// The default key prefix, `"lock:"`.
 pub const DEFAULT_KEY_PREFIX: &str = "lock:";
@@ -11,13 +12,21 @@ pub const DEFAULT_KEY_PREFIX: &str = "lock:";
 /// Joins `prefix` and `key` into the full Redis key.
 ///
 /// # Errors
-/// [`LockError::InvalidKey`] when `key` is empty: a lock on the bare prefix is almost always a
-/// template that rendered nothing.
+/// [`LockError::InvalidKey`] when `key` is empty (a lock on the bare prefix is almost always a
+/// template that rendered nothing), or starts with the reserved fencing counter name
+/// `__fencing_counter__`.
 pub(crate) fn full_key(prefix: &str, key: &str) -> Result<String, LockError> {
     if key.is_empty() {
         return Err(LockError::InvalidKey {
             reason: format!(
                 "the key is empty (the Redis key would be only the prefix `{prefix}`); expected a non-empty key such as `order:42`"
+            ),
+        });
+    }
+    if key.starts_with(COUNTER_NAME) {
+        return Err(LockError::InvalidKey {
+            reason: format!(
+                "the key `{key}` starts with `{COUNTER_NAME}`, which is reserved for the fencing counter; expected any other key"
             ),
         });
     }
@@ -35,6 +44,12 @@ mod tests {
     fn empty_key_is_rejected_with_the_prefix_named() {
         let err = full_key("lock:", "").unwrap_err();
         assert!(matches!(&err, LockError::InvalidKey { reason } if reason.contains("`lock:`")));
+    }
+
+    #[test]
+    fn the_fencing_counter_name_is_reserved() {
+        let err = full_key("lock:", "__fencing_counter__").unwrap_err();
+        assert!(matches!(&err, LockError::InvalidKey { reason } if reason.contains("reserved")));
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub(crate) fn validity(ttl: Duration) -> Duration {
 #[derive(Debug, Clone, Copy)]
 struct Times {
     ttl: Duration,
+    /// Start of the acquire, extend or renewal that set the current TTL.
+    renewed_at: Instant,
     deadline: Instant,
 }
 
@@ -58,6 +60,7 @@ impl Lease {
             acquired_at: attempt_start,
             times: Mutex::new(Times {
                 ttl,
+                renewed_at: attempt_start,
                 deadline: attempt_start + validity(ttl),
             }),
             status: watch::Sender::new(LeaseStatus::Held),
@@ -77,6 +80,21 @@ impl Lease {
         self.times().deadline
     }
 
+    /// When the watchdog should next renew: a third of the TTL after the latest renewal.
+    pub(crate) fn renewal_due(&self) -> Instant {
+        let times = self.times();
+        times.renewed_at + times.ttl / 3
+    }
+
+    /// Time left until the deadline; zero once the lease is not held.
+    pub(crate) fn remaining(&self) -> Duration {
+        if self.status() == LeaseStatus::Held {
+            self.deadline().saturating_duration_since(Instant::now())
+        } else {
+            Duration::ZERO
+        }
+    }
+
     pub(crate) fn status(&self) -> LeaseStatus {
         *self.status.borrow()
     }
@@ -85,6 +103,7 @@ impl Lease {
     pub(crate) fn renewed(&self, start: Instant, ttl: Duration) {
         let mut times = self.times.lock().unwrap_or_else(PoisonError::into_inner);
         times.ttl = ttl;
+        times.renewed_at = start;
         times.deadline = start + validity(ttl);
     }
 

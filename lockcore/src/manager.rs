@@ -181,7 +181,8 @@ impl LockManager {
         let pending = PendingAcquire::new(self, key, &token, ttl);
         let counter = fencing::counter_key(&self.inner.key_prefix, key, self.inner.fencing_counter);
         let vote = self.inner.nodes.acquire(key, &counter, &token, ttl).await;
-        let redlock_expired = self.inner.nodes.len() > 1 && attempt_start.elapsed() >= validity(ttl);
+        let redlock_expired =
+            self.inner.nodes.len() > 1 && attempt_start.elapsed() >= validity(ttl);
         match vote {
             Ok(Vote::Won { fencing_token }) if !redlock_expired => {
                 pending.disarm();
@@ -392,6 +393,7 @@ impl LockManagerBuilder {
             let client = Client::open(info)?;
             let conn = if self.urls.len() == 1 {
                 let mut conn = ConnectionManager::new_with_config(client, config.clone()).await?;
+                crate::scripts::preload(&mut conn).await?;
                 warn_if_counter_can_be_evicted(&mut conn).await;
                 conn
             } else {
@@ -412,9 +414,14 @@ impl LockManagerBuilder {
     }
 }
 
-/// Logs a warning when the node's `maxmemory-policy` may evict the fencing counter (the
-/// `allkeys-*` policies). `CONFIG` may be disabled on managed Redis; then nothing is checked.
+/// Logs a warning, once per process, when the node's `maxmemory-policy` may evict the fencing
+/// counter (the `allkeys-*` policies). `CONFIG` may be disabled on managed Redis; then nothing is
+/// checked.
 async fn warn_if_counter_can_be_evicted(conn: &mut ConnectionManager) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if WARNED.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     let reply: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory-policy")
@@ -423,6 +430,7 @@ async fn warn_if_counter_can_be_evicted(conn: &mut ConnectionManager) {
     if let Ok(reply) = reply
         && let Some(policy) = reply.get(1)
         && policy.starts_with("allkeys-")
+        && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
     {
         tracing::warn!(
             policy,

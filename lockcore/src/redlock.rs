@@ -83,8 +83,11 @@ impl Nodes {
 
     /// The per-node bound for a lease of `ttl`: the configured node timeout, or ttl/10.
     fn node_timeout(&self, ttl: Duration) -> Option<Duration> {
-        self.is_redlock()
-            .then(|| self.node_timeout.unwrap_or(ttl / 10).max(Duration::from_millis(1)))
+        self.is_redlock().then(|| {
+            self.node_timeout
+                .unwrap_or(ttl / 10)
+                .max(Duration::from_millis(1))
+        })
     }
 
     /// Runs `call` on every node in parallel, each bounded by the node timeout, and feeds the
@@ -277,7 +280,11 @@ impl Nodes {
     }
 
     /// An error when fewer than a quorum of nodes answered.
-    fn settle(&self, answered: usize, last_error: Option<redis::RedisError>) -> Result<(), LockError> {
+    fn settle(
+        &self,
+        answered: usize,
+        last_error: Option<redis::RedisError>,
+    ) -> Result<(), LockError> {
         if answered >= self.quorum() {
             return Ok(());
         }

@@ -8,7 +8,6 @@ use tokio::time::Instant;
 
 use crate::LockManager;
 
-
 /// Compare-and-delete with retries, for background use. Gives up once `ttl` has passed (the
 /// key has expired by then) or after 16 attempts, whichever comes first.
 pub(crate) async fn release_with_retries(

@@ -64,3 +64,12 @@ return renewed
 ",
     )
 });
+
+/// Loads every script into the node's script cache (`SCRIPT LOAD`), so that the first burst of
+/// acquires does not each meet `NOSCRIPT` and load the script again.
+pub(crate) async fn preload(conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
+    for script in [&*ACQUIRE, &*RELEASE, &*RENEW] {
+        script.load_async(conn).await?;
+    }
+    Ok(())
+}

@@ -28,8 +28,8 @@ use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::lease::{Lease, LeaseStatus};
 use crate::LockError;
+use crate::lease::{Lease, LeaseStatus};
 use crate::redlock::Nodes;
 
 /// The most keys renewed by one script call.
@@ -52,7 +52,8 @@ struct Registry {
 #[derive(Debug)]
 struct Entry {
     lease: Arc<Lease>,
-    next_renewal: Instant,
+    /// After a failed renewal: when to try again (otherwise the lease's own renewal time).
+    retry_at: Option<Instant>,
     /// Stop renewing (and report the lease lost) after this instant, from `max_hold`.
     hold_until: Option<Instant>,
 }
@@ -64,16 +65,21 @@ pub(crate) struct Registration {
     id: u64,
 }
 
+impl Registration {
+    /// The lease's TTL changed (an extend): plan the next renewal from it.
+    pub(crate) fn reschedule(&self) {
+        if let Some(watchdog) = self.watchdog.upgrade() {
+            watchdog.wake.notify_one();
+        }
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(watchdog) = self.watchdog.upgrade() {
             watchdog.lock().entries.remove(&self.id);
         }
     }
-}
-
-fn renew_interval(ttl: Duration) -> Duration {
-    ttl / 3
 }
 
 fn retry_interval(ttl: Duration) -> Duration {
@@ -99,7 +105,6 @@ impl Watchdog {
         nodes: &Nodes,
         runtime: &Handle,
     ) -> Registration {
-        let next_renewal = lease.acquired_at + renew_interval(lease.ttl());
         let hold_until = max_hold.map(|d| lease.acquired_at + d);
         let (id, start) = {
             let mut registry = self.lock();
@@ -109,7 +114,7 @@ impl Watchdog {
                 id,
                 Entry {
                     lease,
-                    next_renewal,
+                    retry_at: None,
                     hold_until,
                 },
             );
@@ -162,11 +167,16 @@ impl Watchdog {
         let mut batch = Vec::new();
         let mut wake_at: Option<Instant> = None;
         for (id, entry) in &registry.entries {
-            let early = renew_interval(entry.lease.ttl()) / 2;
-            if entry.next_renewal <= now + early && batch.len() < MAX_BATCH {
-                batch.push((*id, Arc::clone(&entry.lease)));
+            let lease = &entry.lease;
+            let due = entry.retry_at.unwrap_or_else(|| lease.renewal_due());
+            // Renewals due within the next ttl/6 join this batch.
+            if due <= now + lease.ttl() / 6 && batch.len() < MAX_BATCH {
+                batch.push((*id, Arc::clone(lease)));
             } else {
-                let at = entry.next_renewal.min(entry.lease.deadline());
+                let mut at = due.min(lease.deadline());
+                if let Some(until) = entry.hold_until {
+                    at = at.min(until);
+                }
                 wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
             }
         }
@@ -184,15 +194,17 @@ impl Watchdog {
         match reply {
             Ok(renewed) => {
                 for ((id, lease), ok) in batch.iter().zip(renewed) {
+                    // A lease released (unregistered) while the batch was in flight is not
+                    // ours to judge: its release may have deleted the key first.
+                    let Some(entry) = registry.entries.get_mut(id) else {
+                        continue;
+                    };
                     if lease.status() != LeaseStatus::Held {
                         continue;
                     }
                     if ok {
-                        let ttl = lease.ttl();
-                        lease.renewed(start, ttl);
-                        if let Some(entry) = registry.entries.get_mut(id) {
-                            entry.next_renewal = start + renew_interval(ttl);
-                        }
+                        lease.renewed(start, lease.ttl());
+                        entry.retry_at = None;
                     } else {
                         tracing::warn!(
                             key = lease.key,
@@ -207,7 +219,7 @@ impl Watchdog {
                 tracing::warn!(error = %err, keys = batch.len(), "watchdog renewal failed; retrying within the leases' validity");
                 for (id, lease) in batch {
                     if let Some(entry) = registry.entries.get_mut(id) {
-                        entry.next_renewal = Instant::now() + retry_interval(lease.ttl());
+                        entry.retry_at = Some(Instant::now() + retry_interval(lease.ttl()));
                     }
                 }
             }

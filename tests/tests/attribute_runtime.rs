@@ -5,6 +5,10 @@
 //!
 //! The default manager is process-wide: its tests live in `default_manager.rs`.
 
+// Test helpers outside `#[test]` fns may panic on failure too (clippy's allow-*-in-tests
+// covers only the test fns themselves).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod common;
 
 use std::cell::RefCell;
@@ -66,8 +70,14 @@ async fn c01_wrapper_returns_body_value_after_lease_lost() {
             (Err(e), Err(AppError::Domain(got))) => assert_eq!(got, e),
             (_, other) => panic!("the body's own result must come back unchanged, got {other:?}"),
         }
-        assert_eq!(get(&mut raw, &full(&key)).await.as_deref(), Some(guard_b.token()));
-        assert!(pttl(&mut raw, &full(&key)).await > 4_500, "B's lease untouched");
+        assert_eq!(
+            get(&mut raw, &full(&key)).await.as_deref(),
+            Some(guard_b.token())
+        );
+        assert!(
+            pttl(&mut raw, &full(&key)).await > 4_500,
+            "B's lease untouched"
+        );
         guard_b.release().await.expect("B still holds its lock");
     }
 }
@@ -75,7 +85,11 @@ async fn c01_wrapper_returns_body_value_after_lease_lost() {
 // ---- C10: wrapped future dropped mid-body -----------------------------------------------------
 
 #[distributed_lock(key = "user:<user_id>", ttl_ms = 10_000, manager = m)]
-async fn hold_user(m: LockManager, user_id: u64, started: oneshot::Sender<()>) -> Result<(), AppError> {
+async fn hold_user(
+    m: LockManager,
+    user_id: u64,
+    started: oneshot::Sender<()>,
+) -> Result<(), AppError> {
     assert_held(&m, &format!("user:{user_id}")).await?;
     started.send(()).expect("test waits for the body");
     sleep(Duration::from_secs(60)).await;
@@ -98,7 +112,13 @@ async fn c10_aborted_wrapper_releases_within_ms() {
     sleep_until(started + Duration::from_millis(100)).await;
     task.abort();
     assert!(task.await.is_err_and(|e| e.is_cancelled()));
-    let took = gone_within(&mut raw, &full("user:1"), Duration::from_millis(200), Duration::from_millis(2)).await;
+    let took = gone_within(
+        &mut raw,
+        &full("user:1"),
+        Duration::from_millis(200),
+        Duration::from_millis(2),
+    )
+    .await;
     let took = took.expect("the key must be gone within 200 ms of the abort, not after 10 s");
     assert!(took < Duration::from_millis(100), "release took {took:?}");
 }
@@ -130,10 +150,15 @@ async fn c11_panic_in_body_releases_key() {
     let m = manager(&server).await;
     let mut raw = server.connection().await;
 
-    let err = tokio::spawn(panicky(m.clone(), 12)).await.expect_err("the body panicked");
+    let err = tokio::spawn(panicky(m.clone(), 12))
+        .await
+        .expect_err("the body panicked");
     assert!(err.is_panic());
     let payload = err.into_panic();
-    assert_eq!(payload.downcast_ref::<&str>().copied(), Some("original panic in the body"));
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("original panic in the body")
+    );
     assert_gone_within(&mut raw, &full("user:12"), Duration::from_millis(200)).await;
 }
 
@@ -151,7 +176,10 @@ fn c11_panic_in_body_on_own_current_thread_runtime() {
         rt.block_on(panicky(m.clone(), 13))
     }));
     let payload = caught.expect_err("the body panicked");
-    assert_eq!(payload.downcast_ref::<&str>().copied(), Some("original panic in the body"));
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("original panic in the body")
+    );
     rt.block_on(async {
         let mut raw = server.connection().await;
         assert_gone_within(&mut raw, &full("user:13"), Duration::from_millis(200)).await;
@@ -161,7 +189,11 @@ fn c11_panic_in_body_on_own_current_thread_runtime() {
 // ---- C13: `?` early return --------------------------------------------------------------------
 
 fn check_positive(v: u32) -> Result<u32, AppError> {
-    if v == 0 { Err(AppError::Domain(0)) } else { Ok(v) }
+    if v == 0 {
+        Err(AppError::Domain(0))
+    } else {
+        Ok(v)
+    }
 }
 
 #[distributed_lock(key = "acct:<id>", ttl_ms = 10_000, manager = m)]
@@ -185,7 +217,10 @@ async fn c13_question_mark_releases_before_caller_sees_err() {
 
     let result = early_return(&m, 1, 0).await;
     assert!(matches!(result, Err(AppError::Domain(0))), "got {result:?}");
-    assert!(!exists(&mut raw, &full("acct:1")).await, "released before the Err came back");
+    assert!(
+        !exists(&mut raw, &full("acct:1")).await,
+        "released before the Err came back"
+    );
 
     assert_eq!(early_return(&m, 2, 1).await.expect("return"), 100);
     assert!(!exists(&mut raw, &full("acct:2")).await);
@@ -283,33 +318,74 @@ async fn c14_every_receiver_form_behaves_like_undecorated() {
     let server = RedisServer::start();
     let m = manager(&server).await;
     let mut raw = server.connection().await;
-    let mut shop = Shop { locks: m.clone(), tenant: "acme".into(), sold: 0 };
-    let mut reference = plain::Shop { tenant: "acme".into(), sold: 0 };
+    let mut shop = Shop {
+        locks: m.clone(),
+        tenant: "acme".into(),
+        sold: 0,
+    };
+    let mut reference = plain::Shop {
+        tenant: "acme".into(),
+        sold: 0,
+    };
 
-    assert_eq!(shop.by_ref(7).await.expect("&self"), reference.by_ref(7).await.expect("plain"));
+    assert_eq!(
+        shop.by_ref(7).await.expect("&self"),
+        reference.by_ref(7).await.expect("plain")
+    );
     assert!(!exists(&mut raw, &full("o:acme:7")).await);
 
-    assert_eq!(shop.by_mut(2).await.expect("&mut self"), reference.by_mut(2).await.expect("plain"));
-    assert_eq!(shop.by_mut(3).await.expect("&mut self"), reference.by_mut(3).await.expect("plain"));
+    assert_eq!(
+        shop.by_mut(2).await.expect("&mut self"),
+        reference.by_mut(2).await.expect("plain")
+    );
+    assert_eq!(
+        shop.by_mut(3).await.expect("&mut self"),
+        reference.by_mut(3).await.expect("plain")
+    );
     assert_eq!(shop.sold, 5);
     assert!(!exists(&mut raw, &full("o:acme:sell")).await);
 
-    assert_eq!(shop.limit().await.expect("Self::CONST"), reference.limit().await.expect("plain"));
-    assert_eq!(Shop::assoc(&m, 9).await.expect("assoc"), plain::Shop::assoc(9).await.expect("plain"));
+    assert_eq!(
+        shop.limit().await.expect("Self::CONST"),
+        reference.limit().await.expect("plain")
+    );
+    assert_eq!(
+        Shop::assoc(&m, 9).await.expect("assoc"),
+        plain::Shop::assoc(9).await.expect("plain")
+    );
     assert!(!exists(&mut raw, &full("o:assoc:9")).await);
 
     // A wrapped method stays `Send`: it can be spawned.
-    let spawned = Arc::new(Shop { locks: m.clone(), tenant: "spawned".into(), sold: 0 });
+    let spawned = Arc::new(Shop {
+        locks: m.clone(),
+        tenant: "spawned".into(),
+        sold: 0,
+    });
     let s = Arc::clone(&spawned);
-    let got = tokio::spawn(async move { s.by_ref(1).await }).await.expect("task");
+    let got = tokio::spawn(async move { s.by_ref(1).await })
+        .await
+        .expect("task");
     assert_eq!(got.expect("&self in a spawned task"), "spawned/1");
 
-    let arc_shop = Arc::new(Shop { locks: m.clone(), tenant: "acme".into(), sold: 5 });
-    let arc_ref = Arc::new(plain::Shop { tenant: "acme".into(), sold: 5 });
-    assert_eq!(arc_shop.by_arc().await.expect("Arc<Self>"), arc_ref.by_arc().await.expect("plain"));
+    let arc_shop = Arc::new(Shop {
+        locks: m.clone(),
+        tenant: "acme".into(),
+        sold: 5,
+    });
+    let arc_ref = Arc::new(plain::Shop {
+        tenant: "acme".into(),
+        sold: 5,
+    });
+    assert_eq!(
+        arc_shop.by_arc().await.expect("Arc<Self>"),
+        arc_ref.by_arc().await.expect("plain")
+    );
     assert!(!exists(&mut raw, &full("o:acme:arc")).await);
 
-    assert_eq!(shop.close().await.expect("self"), reference.close().await.expect("plain"));
+    assert_eq!(
+        shop.close().await.expect("self"),
+        reference.close().await.expect("plain")
+    );
     assert!(!exists(&mut raw, &full("o:acme:close")).await);
 }
 
@@ -327,7 +403,11 @@ impl Service {
 }
 
 #[distributed_lock(key = "owned:<id>", manager = m)]
-async fn with_owned_manager(m: LockManager, id: u32, raw: &mut MultiplexedConnection) -> Result<i64, AppError> {
+async fn with_owned_manager(
+    m: LockManager,
+    id: u32,
+    raw: &mut MultiplexedConnection,
+) -> Result<i64, AppError> {
     Ok(pttl(raw, &format!("lock:owned:{id}")).await)
 }
 
@@ -355,23 +435,38 @@ async fn attribute_manager_forms_and_ttl() {
         .await
         .expect("manager");
 
-    let svc = Service { locks: Arc::new(m.clone()) };
+    let svc = Service {
+        locks: Arc::new(m.clone()),
+    };
     let ttl = svc.run(1, &mut raw).await.expect("Arc manager");
-    assert!((1_300..=1_500).contains(&ttl), "ttl_ms = 1500, PTTL in the body {ttl}");
+    assert!(
+        (1_300..=1_500).contains(&ttl),
+        "ttl_ms = 1500, PTTL in the body {ttl}"
+    );
     assert!(!exists(&mut raw, &full("svc:1")).await);
 
-    let ttl = with_owned_manager(m.clone(), 2, &mut raw).await.expect("owned manager");
-    assert!((6_800..=7_000).contains(&ttl), "manager default 7000, PTTL in the body {ttl}");
+    let ttl = with_owned_manager(m.clone(), 2, &mut raw)
+        .await
+        .expect("owned manager");
+    assert!(
+        (6_800..=7_000).contains(&ttl),
+        "manager default 7000, PTTL in the body {ttl}"
+    );
     assert!(!exists(&mut raw, &full("owned:2")).await);
 
     assert_eq!(via_renamed_crate(&m, 3).await.expect("renamed crate"), 3);
     assert!(!exists(&mut raw, &full("renamed:3")).await);
 }
 
-#[distributed_lock(key = "busy:<id>", ttl_ms = 5000, wait_ms = 200, manager = m)]
-async fn guarded_body(m: &LockManager, id: u32, ran: &AtomicUsize) -> Result<(), AppError> {
+/// The body shared by the wrapped fn and its unlocked twin.
+async fn count_run(ran: &AtomicUsize) -> Result<(), AppError> {
     ran.fetch_add(1, Ordering::SeqCst);
     Ok(())
+}
+
+#[distributed_lock(key = "busy:<id>", ttl_ms = 5000, wait_ms = 200, manager = m)]
+async fn guarded_body(m: &LockManager, id: u32, ran: &AtomicUsize) -> Result<(), AppError> {
+    count_run(ran).await
 }
 
 /// The body never runs without the lock: while B holds `busy:1`, the wrapped fn returns
@@ -392,11 +487,18 @@ async fn attribute_body_never_runs_without_lock() {
         Err(AppError::Lock(LockError::Contended { key, .. })) => assert_eq!(key, "lock:busy:1"),
         other => panic!("expected Contended, got {other:?}"),
     }
-    assert!(elapsed >= Duration::from_millis(200) && elapsed < Duration::from_millis(400), "{elapsed:?}");
-    assert_eq!(ran.load(Ordering::SeqCst), 0, "the body ran without the lock");
+    assert!(
+        elapsed >= Duration::from_millis(200) && elapsed < Duration::from_millis(400),
+        "{elapsed:?}"
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "the body ran without the lock"
+    );
 
     // Unlocked twin: the same body without the attribute runs while B holds the key.
-    ran.fetch_add(1, Ordering::SeqCst);
+    count_run(&ran).await.expect("undecorated");
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 
     held.release().await.expect("B releases");
@@ -405,7 +507,11 @@ async fn attribute_body_never_runs_without_lock() {
 }
 
 async fn non_atomic_increment(con: &mut MultiplexedConnection) {
-    let value: Option<i64> = redis::cmd("GET").arg("counter").query_async(con).await.expect("GET");
+    let value: Option<i64> = redis::cmd("GET")
+        .arg("counter")
+        .query_async(con)
+        .await
+        .expect("GET");
     sleep(Duration::from_millis(1)).await;
     let _: () = redis::cmd("SET")
         .arg("counter")
@@ -416,7 +522,10 @@ async fn non_atomic_increment(con: &mut MultiplexedConnection) {
 }
 
 #[distributed_lock(key = "counter", ttl_ms = 5000, wait_ms = 20_000, manager = m)]
-async fn locked_increment(m: &LockManager, con: &mut MultiplexedConnection) -> Result<(), AppError> {
+async fn locked_increment(
+    m: &LockManager,
+    con: &mut MultiplexedConnection,
+) -> Result<(), AppError> {
     non_atomic_increment(con).await;
     Ok(())
 }
@@ -442,7 +551,9 @@ async fn run_attribute_increments(server: &RedisServer, locked: bool) -> i64 {
             barrier.wait().await;
             for _ in 0..ROUNDS {
                 if locked {
-                    locked_increment(&m, &mut con).await.expect("locked increment");
+                    locked_increment(&m, &mut con)
+                        .await
+                        .expect("locked increment");
                 } else {
                     non_atomic_increment(&mut con).await;
                 }
@@ -453,7 +564,11 @@ async fn run_attribute_increments(server: &RedisServer, locked: bool) -> i64 {
         t.await.expect("task");
     }
     let mut raw = server.connection().await;
-    let total: i64 = redis::cmd("GET").arg("counter").query_async(&mut raw).await.expect("GET");
+    let total: i64 = redis::cmd("GET")
+        .arg("counter")
+        .query_async(&mut raw)
+        .await
+        .expect("GET");
     assert!(total <= (TASKS * ROUNDS) as i64);
     total
 }
@@ -466,7 +581,10 @@ async fn attribute_locked_increments_are_exact_and_twin_loses_updates() {
     assert_eq!(run_attribute_increments(&locked_server, true).await, 50);
     let unlocked_server = RedisServer::start();
     let total = run_attribute_increments(&unlocked_server, false).await;
-    assert!(total < 50, "without the lock updates must be lost, got {total}");
+    assert!(
+        total < 50,
+        "without the lock updates must be lost, got {total}"
+    );
 }
 
 // ---- C18: order with #[tokio::test] -----------------------------------------------------------
@@ -501,13 +619,19 @@ fn c18_manager() -> LockManager {
                 .enable_all()
                 .build()
                 .expect("C18 runtime");
-            let m = rt.block_on(LockManager::connect(&url)).expect("C18 manager");
+            let m = rt
+                .block_on(LockManager::connect(&url))
+                .expect("C18 manager");
             tx.send(m).expect("C18 test waits");
             // Keep the runtime (the manager's connection) alive until the test thread ends.
             let _ = stopped.recv();
         });
         let manager = rx.recv().expect("C18 manager built");
-        *env = Some(C18Env { manager: manager.clone(), _stop: stop, _server: server });
+        *env = Some(C18Env {
+            manager: manager.clone(),
+            _stop: stop,
+            _server: server,
+        });
         manager
     })
 }
@@ -519,7 +643,11 @@ static C18_RUNS_MULTI: AtomicUsize = AtomicUsize::new(0);
 #[distributed_lock(key = "c18:current", ttl_ms = 5000, manager = c18_manager())]
 #[tokio::test]
 async fn c18_lock_above_tokio_test() -> Result<(), LockError> {
-    assert_eq!(C18_RUNS_CURRENT.fetch_add(1, Ordering::SeqCst), 0, "the test body ran twice");
+    assert_eq!(
+        C18_RUNS_CURRENT.fetch_add(1, Ordering::SeqCst),
+        0,
+        "the test body ran twice"
+    );
     assert_held(&c18_manager(), "c18:current").await
 }
 
@@ -527,7 +655,11 @@ async fn c18_lock_above_tokio_test() -> Result<(), LockError> {
 #[distributed_lock(key = "c18:multi", ttl_ms = 5000, manager = c18_manager())]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c18_lock_above_tokio_test_multi_thread() -> Result<(), LockError> {
-    assert_eq!(C18_RUNS_MULTI.fetch_add(1, Ordering::SeqCst), 0, "the test body ran twice");
+    assert_eq!(
+        C18_RUNS_MULTI.fetch_add(1, Ordering::SeqCst),
+        0,
+        "the test body ran twice"
+    );
     assert_held(&c18_manager(), "c18:multi").await
 }
 
@@ -541,8 +673,14 @@ fn c18_decorated_tests_are_listed_exactly_once() {
         .output()
         .expect("run the test binary with --list");
     let listing = String::from_utf8_lossy(&out.stdout);
-    for name in ["c18_lock_above_tokio_test", "c18_lock_above_tokio_test_multi_thread"] {
-        let count = listing.lines().filter(|l| *l == format!("{name}: test")).count();
+    for name in [
+        "c18_lock_above_tokio_test",
+        "c18_lock_above_tokio_test_multi_thread",
+    ] {
+        let count = listing
+            .lines()
+            .filter(|l| *l == format!("{name}: test"))
+            .count();
         assert_eq!(count, 1, "{name} listed {count} times in:\n{listing}");
     }
 }

@@ -3,6 +3,10 @@
 //! guard is aborted or panics). The `#[distributed_lock]` side of C10/C11/C13 is in
 //! `attribute_runtime.rs`.
 
+// Test helpers outside `#[test]` fns may panic on failure too (clippy's allow-*-in-tests
+// covers only the test fns themselves).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;
@@ -37,11 +41,20 @@ async fn c09_acquire_dropped_in_flight_leaves_no_lock() {
     }
     let seen_by_redis = acquisitions_seen_by_redis(&mut raw).await;
     eprintln!("C09: {got_guard} guards, {cut_off} cut off, {seen_by_redis} SETs applied");
-    assert!(cut_off > 0, "no acquire was cut off; the test exercised nothing");
+    assert!(
+        cut_off > 0,
+        "no acquire was cut off; the test exercised nothing"
+    );
     assert!(got_guard > 0);
     assert!(seen_by_redis >= got_guard);
 
-    let took = gone_within(&mut raw, &full("cart:5"), Duration::from_secs(1), Duration::from_millis(10)).await;
+    let took = gone_within(
+        &mut raw,
+        &full("cart:5"),
+        Duration::from_secs(1),
+        Duration::from_millis(10),
+    )
+    .await;
     assert!(
         took.is_some(),
         "`cart:5` still exists 1 s after the loop (value {:?}, pttl {})",
@@ -57,21 +70,37 @@ async fn c09_acquire_dropped_while_set_is_on_the_wire() {
     let server = RedisServer::start();
     let m = manager(&server).await;
     let mut raw = server.connection().await;
-    must_acquire(&m, "warm-up", &opts(1000, 0)).await.release().await.expect("warm-up");
+    must_acquire(&m, "warm-up", &opts(1000, 0))
+        .await
+        .release()
+        .await
+        .expect("warm-up");
 
     pause_all_clients(&mut raw, 300).await;
-    let cut = timeout(Duration::from_millis(20), m.acquire("cart:5", &opts(30_000, 5000))).await;
-    assert!(cut.is_err(), "Redis is paused: the acquire cannot finish in 20 ms");
+    let cut = timeout(
+        Duration::from_millis(20),
+        m.acquire("cart:5", &opts(30_000, 5000)),
+    )
+    .await;
+    assert!(
+        cut.is_err(),
+        "Redis is paused: the acquire cannot finish in 20 ms"
+    );
 
     let mut applied_then_gone = false;
     for _ in 0..50 {
-        if acquisitions_seen_by_redis(&mut raw).await >= 2 && !exists(&mut raw, &full("cart:5")).await {
+        if acquisitions_seen_by_redis(&mut raw).await >= 2
+            && !exists(&mut raw, &full("cart:5")).await
+        {
             applied_then_gone = true;
             break;
         }
         sleep(Duration::from_millis(20)).await;
     }
-    assert!(applied_then_gone, "the dropped acquire's SET ran but its token was not cleaned up");
+    assert!(
+        applied_then_gone,
+        "the dropped acquire's SET ran but its token was not cleaned up"
+    );
 }
 
 /// C09 twin: the naive `SET NX PX 30000` whose future is dropped after it was sent leaves an
@@ -132,7 +161,13 @@ async fn c10_aborted_task_releases_its_guard() {
     assert!(exists(&mut raw, &full("user:1")).await);
     holder.abort();
     assert!(holder.await.is_err_and(|e| e.is_cancelled()));
-    let took = gone_within(&mut raw, &full("user:1"), Duration::from_millis(200), Duration::from_millis(2)).await;
+    let took = gone_within(
+        &mut raw,
+        &full("user:1"),
+        Duration::from_millis(200),
+        Duration::from_millis(2),
+    )
+    .await;
     assert!(took.is_some(), "key still held 200 ms after the abort");
 }
 
@@ -154,7 +189,10 @@ async fn c11_panicking_task_releases_its_guard() {
     };
     let err = holder.await.expect_err("the task panicked");
     let payload = err.into_panic();
-    assert_eq!(payload.downcast_ref::<&str>().copied(), Some("original panic C11"));
+    assert_eq!(
+        payload.downcast_ref::<&str>().copied(),
+        Some("original panic C11")
+    );
     assert_gone_within(&mut raw, &full("user:1"), Duration::from_millis(200)).await;
 }
 
@@ -170,11 +208,17 @@ async fn c12_guard_dropped_on_plain_thread_is_released() {
 
     let guard = must_acquire(&m, "c12", &opts(30_000, 0)).await;
     let dropped = std::thread::spawn(move || {
-        assert!(tokio::runtime::Handle::try_current().is_err(), "no runtime here");
+        assert!(
+            tokio::runtime::Handle::try_current().is_err(),
+            "no runtime here"
+        );
         drop(guard);
     })
     .join();
-    assert!(dropped.is_ok(), "dropping a guard without a runtime must not panic");
+    assert!(
+        dropped.is_ok(),
+        "dropping a guard without a runtime must not panic"
+    );
     assert_gone_within(&mut raw, &full("c12"), Duration::from_millis(500)).await;
 }
 
@@ -188,7 +232,10 @@ async fn c12_guard_dropped_on_plain_thread_current_thread_runtime() {
 
     let guard = must_acquire(&m, "c12", &opts(30_000, 0)).await;
     let dropped = std::thread::spawn(move || drop(guard)).join();
-    assert!(dropped.is_ok(), "dropping a guard without a runtime must not panic");
+    assert!(
+        dropped.is_ok(),
+        "dropping a guard without a runtime must not panic"
+    );
     assert_gone_within(&mut raw, &full("c12"), Duration::from_millis(500)).await;
 }
 
@@ -210,7 +257,10 @@ fn c12_guard_dropped_after_runtime_shutdown_expires_by_ttl() {
     drop(runtime);
 
     let dropped = std::thread::spawn(move || drop(guard)).join();
-    assert!(dropped.is_ok(), "dropping a guard whose runtime is gone must not panic");
+    assert!(
+        dropped.is_ok(),
+        "dropping a guard whose runtime is gone must not panic"
+    );
     drop(manager);
 
     let mut con = server
@@ -219,7 +269,10 @@ fn c12_guard_dropped_after_runtime_shutdown_expires_by_ttl() {
         .expect("sync connection");
     let mut gone = false;
     for _ in 0..100 {
-        let n: i64 = redis::cmd("EXISTS").arg(full("c12")).query(&mut con).expect("EXISTS");
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(full("c12"))
+            .query(&mut con)
+            .expect("EXISTS");
         if n == 0 {
             gone = true;
             break;

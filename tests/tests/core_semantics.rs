@@ -3,6 +3,10 @@
 //!
 //! A and B are independent clients: two managers, two connections.
 
+// Test helpers outside `#[test]` fns may panic on failure too (clippy's allow-*-in-tests
+// covers only the test fns themselves).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;

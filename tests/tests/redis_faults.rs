@@ -1,5 +1,9 @@
 //! Redis faults: C06 (NOSCRIPT), C07 (lost acquire reply), C08 (backend down).
 
+// Test helpers outside `#[test]` fns may panic on failure too (clippy's allow-*-in-tests
+// covers only the test fns themselves).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;
@@ -74,7 +78,10 @@ async fn c06_release_after_script_flush_succeeds() {
     assert!((2_800..=3_000).contains(&pttl(&mut raw, &key).await));
 
     script_flush(&mut raw).await;
-    guard.release().await.expect("release after a second flush, no false Lost");
+    guard
+        .release()
+        .await
+        .expect("release after a second flush, no false Lost");
     assert!(!exists(&mut raw, &key).await);
 
     // The release spawned by Drop falls back too.
@@ -97,7 +104,11 @@ async fn c07_lost_acquire_reply_leaves_no_orphan() {
     let mut raw = server.connection().await;
     let key = full("order:7");
     // Load the scripts first, so the paused request is the acquire itself.
-    must_acquire(&a, "warm-up", &opts(1000, 0)).await.release().await.expect("warm-up");
+    must_acquire(&a, "warm-up", &opts(1000, 0))
+        .await
+        .release()
+        .await
+        .expect("warm-up");
     assert_eq!(acquisitions_seen_by_redis(&mut raw).await, 1);
 
     pause_all_clients(&mut raw, 400).await;
@@ -118,7 +129,11 @@ async fn c07_lost_acquire_reply_leaves_no_orphan() {
     assert!(error_at.elapsed() <= Duration::from_millis(1100));
 
     // The manager still works once Redis answers again.
-    must_acquire(&a, "order:7", &opts(1000, 0)).await.release().await.expect("after the fault");
+    must_acquire(&a, "order:7", &opts(1000, 0))
+        .await
+        .release()
+        .await
+        .expect("after the fault");
 }
 
 /// C07 twin: the naive `SET key token NX PX 30000` sent with a 100 ms timeout under the same
@@ -155,7 +170,10 @@ async fn c07_twin_naive_set_with_timeout_leaves_orphan() {
     }
     assert!(orphan, "the naive SET was applied after the pause");
     assert_eq!(get(&mut raw, &key).await.as_deref(), Some("naive-token"));
-    assert!(pttl(&mut raw, &key).await > 25_000, "nobody knows about this lock for 30 s");
+    assert!(
+        pttl(&mut raw, &key).await > 25_000,
+        "nobody knows about this lock for 30 s"
+    );
 }
 
 // ---- C08: backend down ------------------------------------------------------------------------
@@ -166,18 +184,28 @@ async fn c07_twin_naive_set_with_timeout_leaves_orphan() {
 async fn c08_backend_down_fails_fast_with_redis_error() {
     let mut server = RedisServer::start();
     let a = manager(&server).await;
-    must_acquire(&a, "down", &opts(1000, 0)).await.release().await.expect("while up");
+    must_acquire(&a, "down", &opts(1000, 0))
+        .await
+        .release()
+        .await
+        .expect("while up");
     server.stop();
 
     let started = Instant::now();
-    let err = a.acquire("down", &opts(1000, 3000)).await.expect_err("server stopped");
+    let err = a
+        .acquire("down", &opts(1000, 3000))
+        .await
+        .expect_err("server stopped");
     let elapsed = started.elapsed();
     assert!(err.is_redis(), "expected Redis(..), got {err:?}");
     assert!(!err.is_contended());
     assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
 
     let started = Instant::now();
-    let err = a.try_acquire("down", &opts(1000, 3000)).await.expect_err("server stopped");
+    let err = a
+        .try_acquire("down", &opts(1000, 3000))
+        .await
+        .expect_err("server stopped");
     assert!(err.is_redis(), "got {err:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
 
@@ -216,11 +244,18 @@ async fn c08_unresponsive_backend_fails_fast_with_redis_error() {
     let server = RedisServer::start();
     let a = manager(&server).await;
     let mut raw = server.connection().await;
-    must_acquire(&a, "warm-up", &opts(1000, 0)).await.release().await.expect("warm-up");
+    must_acquire(&a, "warm-up", &opts(1000, 0))
+        .await
+        .release()
+        .await
+        .expect("warm-up");
 
     pause_all_clients(&mut raw, 1500).await;
     let started = Instant::now();
-    let err = a.acquire("stuck", &opts(30_000, 3000)).await.expect_err("no answer");
+    let err = a
+        .acquire("stuck", &opts(30_000, 3000))
+        .await
+        .expect_err("no answer");
     let elapsed = started.elapsed();
     assert!(err.is_redis(), "expected Redis(..), got {err:?}");
     assert!(elapsed < Duration::from_millis(1400), "took {elapsed:?}");

@@ -2,6 +2,10 @@
 //! guard can move between tasks and threads, and no release ever deletes a key that holds a
 //! different token.
 
+// Test helpers outside `#[test]` fns may panic on failure too (clippy's allow-*-in-tests
+// covers only the test fns themselves).
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod common;
 
 use std::collections::{HashMap, HashSet};
