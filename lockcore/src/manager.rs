@@ -27,8 +27,9 @@ use crate::{LockError, LockOptions};
 ///   off, which adds up to 40 ms to small requests).
 /// - Commands time out after the builder's response timeout (default 500 ms) and connection
 ///   attempts after the connection timeout (default 1 s). A backend that is down therefore fails
-///   an acquire with [`LockError::Redis`] within about one connection timeout; it never turns
-///   into [`LockError::Contended`].
+///   an acquire with [`LockError::Redis`] within about one connection timeout (connection
+///   refused) or two response timeouts (a server that does not answer: the attempt, then its
+///   cleanup); it never turns into [`LockError::Contended`].
 /// - Keys are the prefix (default `"lock:"`) followed by the caller's key, byte for byte.
 ///
 /// ```no_run
@@ -238,9 +239,12 @@ impl LockManager {
     pub(crate) fn spawn_release(&self, key: String, token: String, ttl: Duration) {
         let handle = Handle::try_current().unwrap_or_else(|_| self.inner.runtime.clone());
         let manager = self.clone();
-        handle.spawn(crate::release::release_with_retries(
-            manager, key, token, ttl,
-        ));
+        // A runtime that has shut down drops the task unrun; the notice says so when dropped.
+        let notice = crate::release::LeftToTtl::new(key.clone());
+        handle.spawn(async move {
+            crate::release::release_with_retries(manager, key, token, ttl).await;
+            notice.disarm();
+        });
     }
 }
 

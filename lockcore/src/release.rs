@@ -37,6 +37,35 @@ pub(crate) async fn release_with_retries(
     );
 }
 
+/// Logs that a key is left to its TTL, unless disarmed: travels inside a spawned release, so
+/// that a runtime which drops the task unrun (it has shut down) still leaves a trace.
+pub(crate) struct LeftToTtl {
+    key: String,
+    armed: bool,
+}
+
+impl LeftToTtl {
+    pub(crate) fn new(key: String) -> Self {
+        LeftToTtl { key, armed: true }
+    }
+
+    /// The release task ran.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for LeftToTtl {
+    fn drop(&mut self) {
+        if self.armed {
+            tracing::warn!(
+                key = self.key,
+                "no runtime could run the release; the key expires with its TTL"
+            );
+        }
+    }
+}
+
 /// Armed while an acquire request is in flight. If the acquiring future is dropped before the
 /// reply is read, `Drop` spawns a compare-and-delete of the attempt's token, so a `SET NX` that
 /// reached Redis leaves no orphan lock. The cleanup travels on the same multiplexed connection,

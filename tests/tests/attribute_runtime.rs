@@ -82,6 +82,24 @@ async fn c01_wrapper_returns_body_value_after_lease_lost() {
     }
 }
 
+/// C01 (wrapper): the lost lock is reported through `tracing` (a WARN naming the key), while the
+/// caller still gets the body's value. Current-thread runtime, so the thread-local capture sees
+/// every task.
+#[tokio::test]
+async fn c01_wrapper_reports_lost_release_through_tracing() {
+    let server = RedisServer::start();
+    let a = manager(&server).await;
+    let events = CapturedEvents::default();
+    let _capture = tracing::subscriber::set_default(events.clone());
+
+    assert_eq!(slow_order(&a, 44, Ok(9)).await.expect("body value"), 9);
+    let warnings = events.at(tracing::Level::WARN);
+    assert!(
+        warnings.iter().any(|w| w.contains("lock:order:44")),
+        "expected a WARN naming `lock:order:44`, got {warnings:?}"
+    );
+}
+
 // ---- C10: wrapped future dropped mid-body -----------------------------------------------------
 
 #[distributed_lock(key = "user:<user_id>", ttl_ms = 10_000, manager = m)]

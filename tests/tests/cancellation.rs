@@ -283,6 +283,36 @@ fn c12_guard_dropped_after_runtime_shutdown_expires_by_ttl() {
     assert!(acquired.elapsed() < Duration::from_millis(1300));
 }
 
+/// C12 / DESIGN 3 ("otherwise it leaves the key to its TTL and logs through `tracing`"): when
+/// no runtime can run the release (the manager's runtime is shut down), dropping the guard
+/// says so with a WARN naming the key.
+#[test]
+fn c12_guard_left_to_ttl_is_logged() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let guard = runtime.block_on(async {
+        let m = manager(&server).await;
+        must_acquire(&m, "c12:logged", &opts(300, 0)).await
+    });
+    drop(runtime);
+
+    let events = CapturedEvents::default();
+    let capture = events.clone();
+    let dropped = std::thread::spawn(move || {
+        tracing::subscriber::with_default(capture, || drop(guard));
+    })
+    .join();
+    assert!(dropped.is_ok(), "no panic");
+    let warnings = events.at(tracing::Level::WARN);
+    assert!(
+        warnings.iter().any(|w| w.contains("lock:c12:logged")),
+        "a guard left to its TTL must be logged with its key, got {warnings:?}"
+    );
+}
+
 /// The release spawned by a drop is bounded: dropping guards while Redis is gone neither panics
 /// nor blocks, and the runtime still shuts down promptly.
 #[test]

@@ -155,6 +155,13 @@ async fn contention_wait_budget_is_honoured() {
     assert!(err.is_contended() && !err.is_lost() && !err.is_redis());
     assert!(elapsed < Duration::from_millis(450), "took {elapsed:?}");
 
+    // wait 0 is exactly one attempt: one script call reaches Redis.
+    let mut raw = server.connection().await;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(&mut raw)
+        .await
+        .expect("RESETSTAT");
     let started = Instant::now();
     let err = b
         .acquire("busy", &opts(5000, 0))
@@ -162,8 +169,29 @@ async fn contention_wait_budget_is_honoured() {
         .expect_err("held by A");
     assert!(err.is_contended(), "got {err:?}");
     assert!(
-        started.elapsed() < Duration::from_millis(50),
-        "wait 0 is one attempt"
+        started.elapsed() < Duration::from_millis(200),
+        "wait 0 does not wait"
+    );
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut raw)
+        .await
+        .expect("INFO");
+    let script_calls: u64 = stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert_eq!(
+        script_calls, 1,
+        "wait 0 must make exactly one attempt:\n{stats}"
     );
     held.release().await.expect("release");
 }

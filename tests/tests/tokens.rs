@@ -213,11 +213,11 @@ async fn c03_guard_moved_to_another_task_releases_there() {
         let guard = rx.await.expect("guard sent");
         guard.release().await
     });
-    tx.send(guard).expect("releaser alive");
     assert_eq!(
         get(&mut raw, &full("moved")).await.as_deref(),
         Some(token.as_str())
     );
+    tx.send(guard).expect("releaser alive");
     releaser
         .await
         .expect("releaser task")

@@ -176,3 +176,54 @@ pub fn is_uuid_v4(token: &str) -> bool {
         && b[14] == b'4'
         && matches!(b[19], b'8' | b'9' | b'a' | b'b' | b'A' | b'B')
 }
+
+/// Captures `tracing` events (level and rendered fields) for assertions about what lockcore
+/// reports. Install it for the current thread with `tracing::subscriber::set_default` or
+/// `with_default`; on a current_thread runtime that covers every task.
+#[derive(Debug, Clone, Default)]
+pub struct CapturedEvents(std::sync::Arc<std::sync::Mutex<Vec<(tracing::Level, String)>>>);
+
+impl CapturedEvents {
+    /// Every event at `level` so far, rendered as `name=value` pairs.
+    pub fn at(&self, level: tracing::Level) -> Vec<String> {
+        self.0
+            .lock()
+            .expect("captured events")
+            .iter()
+            .filter(|(l, _)| *l == level)
+            .map(|(_, text)| text.clone())
+            .collect()
+    }
+}
+
+struct Render(String);
+
+impl tracing::field::Visit for Render {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={:?} ", field.name(), value));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.push_str(&format!("{}={} ", field.name(), value));
+    }
+}
+
+impl tracing::Subscriber for CapturedEvents {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut text = Render(String::new());
+        event.record(&mut text);
+        self.0
+            .lock()
+            .expect("captured events")
+            .push((*event.metadata().level(), text.0));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
