@@ -21,8 +21,6 @@
 //! - the counter is evicted: under an `allkeys-*` `maxmemory-policy` any key may go. The
 //!   manager checks the policy once when it is built and logs a warning through `tracing`.
 
-use once_cell::sync::Lazy;
-
 /// Where the fencing counter that the acquire script increments is kept.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -45,64 +43,10 @@ pub(crate) fn counter_key(prefix: &str, lock_key: &str, mode: FencingCounter) ->
     match mode {
         FencingCounter::PerPrefix => format!("{prefix}{COUNTER_NAME}"),
         FencingCounter::PerSlot => {
-            let tag = &SLOT_TAGS[usize::from(key_hash_slot(lock_key.as_bytes()))];
+            let tag = crate::slot::tag_for(lock_key);
             format!("{prefix}{COUNTER_NAME}{{{tag}}}")
         }
     }
-}
-
-const SLOTS: usize = 16_384;
-
-/// The Redis Cluster hash slot of `key`: CRC16-XMODEM of the hash tag (the part between the
-/// first `{` and the next `}`, when non-empty) or of the whole key, modulo 16 384.
-fn key_hash_slot(key: &[u8]) -> u16 {
-    let hashed = key
-        .iter()
-        .position(|&b| b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            rest.iter()
-                .position(|&b| b == b'}')
-                .filter(|&close| close > 0)
-                .map(|close| &rest[..close])
-        })
-        .unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(hashed) % SLOTS as u16
-}
-
-/// For every slot, a short tag that hashes to it. Built once, by counting in base 36 until
-/// every slot has a tag (about 160 000 CRC16 computations, a few milliseconds).
-static SLOT_TAGS: Lazy<Vec<String>> = Lazy::new(|| {
-    let mut tags: Vec<Option<String>> = vec![None; SLOTS];
-    let mut missing = SLOTS;
-    let mut n: u64 = 0;
-    // Bounded: 36^4 candidates are far more than enough to cover 16 384 slots.
-    while missing > 0 && n < 36u64.pow(4) {
-        let tag = base36(n);
-        let slot = usize::from(key_hash_slot(tag.as_bytes()));
-        if tags[slot].is_none() {
-            tags[slot] = Some(tag);
-            missing -= 1;
-        }
-        n += 1;
-    }
-    tags.into_iter()
-        .map(|tag| tag.unwrap_or_default())
-        .collect()
-});
-
-fn base36(mut n: u64) -> String {
-    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = Vec::new();
-    loop {
-        out.push(DIGITS[(n % 36) as usize]);
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    out.reverse();
-    String::from_utf8(out).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -110,32 +54,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slot_matches_the_redis_cluster_spec() {
-        // CRC16-XMODEM check value from the Redis Cluster spec.
-        assert_eq!(
-            crc16::State::<crc16::XMODEM>::calculate(b"123456789"),
-            0x31c3
-        );
-        assert_eq!(
-            key_hash_slot(b"{user1000}.following"),
-            key_hash_slot(b"user1000")
-        );
-        assert_eq!(key_hash_slot(b"foo{}{bar}"), key_hash_slot(b"foo{}{bar}"));
-        assert_ne!(key_hash_slot(b"foo{}{bar}"), key_hash_slot(b"bar"));
-    }
-
-    #[test]
-    fn every_slot_has_a_tag() {
-        assert!(SLOT_TAGS.iter().all(|t| !t.is_empty()));
-    }
-
-    #[test]
     fn per_slot_counter_shares_the_lock_keys_slot() {
         for key in ["lock:order:1", "lock:{user:7}:cart", "lock:caf\u{e9}", "x"] {
             let counter = counter_key("lock:", key, FencingCounter::PerSlot);
             assert_eq!(
-                key_hash_slot(counter.as_bytes()),
-                key_hash_slot(key.as_bytes()),
+                crate::slot::key_hash_slot(counter.as_bytes()),
+                crate::slot::key_hash_slot(key.as_bytes()),
                 "{key}"
             );
         }

@@ -12,7 +12,7 @@ use crate::{LockError, LockManager, LockOptions};
 /// A held lock. Owned, `Send + Sync + 'static`: it can move to another task or thread.
 ///
 /// Release it with [`release`](Self::release) to learn whether the lease was still yours. A
-/// guard dropped without `release` never blocks: it spawns the compare-and-delete on the current
+/// guard dropped without a completed `release` (also one known lost) never blocks: it spawns the compare-and-delete on the current
 /// tokio runtime, or on the runtime the manager was built on when the dropping thread has none.
 /// If no runtime accepts the task, the key expires with its TTL (logged through `tracing`).
 ///
@@ -24,6 +24,8 @@ pub struct LockGuard {
     lease: Arc<Lease>,
     /// Renewal by the watchdog; dropped (unregistered) on release or drop.
     renewal: Option<Registration>,
+    /// Redis answered a release; `Drop` has nothing left to do.
+    released: bool,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -49,6 +51,7 @@ impl LockGuard {
             manager,
             lease,
             renewal,
+            released: false,
         }
     }
 
@@ -134,6 +137,7 @@ impl LockGuard {
             .nodes()
             .release(&self.lease.key, &self.lease.token, self.lease.ttl())
             .await?;
+        self.released = true;
         let was_held = self.lease.settle(LeaseStatus::Released);
         if deleted && was_held {
             Ok(())
@@ -187,7 +191,9 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         self.renewal = None;
-        if self.lease.status() == LeaseStatus::Held {
+        // Also for a lease known lost: a refused extend or a starved watchdog may leave this
+        // token on (some) nodes, and a compare-and-delete never touches another holder's key.
+        if !self.released {
             self.lease.settle(LeaseStatus::Released);
             self.manager.spawn_release(
                 self.lease.key.clone(),

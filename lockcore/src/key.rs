@@ -5,6 +5,10 @@
 
 use crate::LockError;
 use crate::fencing::COUNTER_NAME;
+use crate::handoff::{ENTRIES_NAME, QUEUE_NAME};
+
+/// Key name prefixes of lockcore's auxiliary keys (fencing counter, waiter queue).
+const RESERVED: [&str; 3] = [COUNTER_NAME, QUEUE_NAME, ENTRIES_NAME];
 
 /// The default key prefix, `"lock:"`.
 pub const DEFAULT_KEY_PREFIX: &str = "lock:";
@@ -13,8 +17,8 @@ pub const DEFAULT_KEY_PREFIX: &str = "lock:";
 ///
 /// # Errors
 /// [`LockError::InvalidKey`] when `key` is empty (a lock on the bare prefix is almost always a
-/// template that rendered nothing), or starts with the reserved fencing counter name
-/// `__fencing_counter__`.
+/// template that rendered nothing), or starts with a name reserved for lockcore's own keys:
+/// `__fencing_counter__`, `__waitq__`, `__waiters__`.
 pub(crate) fn full_key(prefix: &str, key: &str) -> Result<String, LockError> {
     if key.is_empty() {
         return Err(LockError::InvalidKey {
@@ -23,10 +27,10 @@ pub(crate) fn full_key(prefix: &str, key: &str) -> Result<String, LockError> {
             ),
         });
     }
-    if key.starts_with(COUNTER_NAME) {
+    if let Some(reserved) = RESERVED.iter().find(|name| key.starts_with(**name)) {
         return Err(LockError::InvalidKey {
             reason: format!(
-                "the key `{key}` starts with `{COUNTER_NAME}`, which is reserved for the fencing counter; expected any other key"
+                "the key `{key}` starts with `{reserved}`, which is reserved for lockcore's own keys; expected any other key"
             ),
         });
     }

@@ -6,6 +6,7 @@ mod fenced;
 mod fencing;
 mod global;
 mod guard;
+mod handoff;
 mod key;
 mod lease;
 mod manager;
@@ -13,6 +14,7 @@ mod options;
 mod redlock;
 mod release;
 mod scripts;
+mod slot;
 mod watchdog;
 
 #[doc(hidden)]

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::fencing::{self, FencingCounter};
 use crate::guard::LockGuard;
+use crate::handoff::{self, Handoff};
 use crate::key::{DEFAULT_KEY_PREFIX, full_key};
 use crate::lease::{Lease, validity};
 use crate::redlock::{Nodes, Vote};
@@ -51,6 +52,8 @@ pub struct LockManager {
 
 struct Inner {
     nodes: Nodes,
+    /// Waiter queue and wake-ups; single node only.
+    handoff: Option<Arc<Handoff>>,
     key_prefix: String,
     default_options: LockOptions,
     fencing_counter: FencingCounter,
@@ -129,21 +132,59 @@ impl LockManager {
         let key = self.checked_key(key, opts)?;
         let started = Instant::now();
         let mut backoff = opts.backoff();
+        // On one node the waiter queue knows a waiter by its token, so one token serves the
+        // whole call; Redlock draws one per attempt, so that a late cleanup of a failed attempt
+        // can never touch a later attempt's lock.
+        let call_token = self.inner.handoff.as_ref().map(|_| new_token());
+        // Register for wake-ups before the first attempt: the attempt that finds the key held
+        // queues this waiter, so no release can slip between that check and the wait.
+        let waiter = match (&self.inner.handoff, &call_token) {
+            (Some(handoff), Some(token))
+                if opts.handoff_enabled() && !opts.wait_budget().is_zero() =>
+            {
+                Some(handoff.register(self, &key, token, opts.ttl()))
+            }
+            _ => None,
+        };
+        let wake_channel = waiter
+            .as_ref()
+            .and(self.inner.handoff.as_deref())
+            .map(Handoff::channel);
         loop {
-            match self.attempt(&key, opts).await? {
-                Attempt::Acquired(guard) => return Ok(guard),
+            let token = call_token.clone().unwrap_or_else(new_token);
+            match self.attempt(&key, token, opts, wake_channel).await? {
+                Attempt::Acquired(guard) => {
+                    if let Some(waiter) = waiter {
+                        waiter.acquired();
+                    }
+                    return Ok(guard);
+                }
                 Attempt::Held { holder_ttl } => {
                     let waited = started.elapsed();
                     let remaining = opts.wait_budget().saturating_sub(waited);
                     if remaining.is_zero() {
+                        // A queued waiter's entry is withdrawn as `waiter` drops.
                         return Err(LockError::Contended { key, waited });
                     }
-                    let mut delay = backoff.next_delay().min(remaining);
+                    let mut delay = match &waiter {
+                        Some(_) => handoff::REFRESH.min(opts.retry_cap_value()),
+                        None => backoff.next_delay(),
+                    }
+                    .min(remaining);
                     if let Some(ttl) = holder_ttl {
                         // Wake no later than the holder's lease ends (+1 ms for the expiry).
                         delay = delay.min(ttl + Duration::from_millis(1));
                     }
-                    tokio::time::sleep(delay).await;
+                    match &waiter {
+                        Some(waiter) => {
+                            tokio::select! {
+                                () = waiter.woken() => {}
+                                () = tokio::time::sleep(delay) => {}
+                            }
+                            waiter.keep_listening();
+                        }
+                        None => tokio::time::sleep(delay).await,
+                    }
                 }
             }
         }
@@ -162,7 +203,7 @@ impl LockManager {
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
-        match self.attempt(&key, opts).await? {
+        match self.attempt(&key, new_token(), opts, None).await? {
             Attempt::Acquired(guard) => Ok(Some(guard)),
             Attempt::Held { .. } => Ok(None),
         }
@@ -175,13 +216,22 @@ impl LockManager {
     }
 
     /// One acquire round. Cancel-safe: see [`PendingAcquire`].
-    async fn attempt(&self, key: &str, opts: &LockOptions) -> Result<Attempt, LockError> {
-        let token = new_token();
+    async fn attempt(
+        &self,
+        key: &str,
+        token: String,
+        opts: &LockOptions,
+        wake_channel: Option<&str>,
+    ) -> Result<Attempt, LockError> {
         let attempt_start = Instant::now();
         let ttl = opts.ttl();
         let pending = PendingAcquire::new(self, key, &token, ttl);
         let counter = fencing::counter_key(&self.inner.key_prefix, key, self.inner.fencing_counter);
-        let vote = self.inner.nodes.acquire(key, &counter, &token, ttl).await;
+        let vote = self
+            .inner
+            .nodes
+            .acquire(key, &counter, &token, ttl, wake_channel)
+            .await;
         let redlock_expired =
             self.inner.nodes.len() > 1 && attempt_start.elapsed() >= validity(ttl);
         match vote {
@@ -389,6 +439,7 @@ impl LockManagerBuilder {
             .set_response_timeout(Some(self.response_timeout))
             .set_number_of_retries(1);
         let mut conns = Vec::with_capacity(self.urls.len());
+        let mut handoff = None;
         for url in &self.urls {
             let info = url
                 .as_str()
@@ -396,6 +447,7 @@ impl LockManagerBuilder {
                 .set_tcp_settings(TcpSettings::default().set_nodelay(true));
             let client = Client::open(info)?;
             let conn = if self.urls.len() == 1 {
+                handoff = Some(Arc::new(Handoff::new(client.clone())));
                 let mut conn = ConnectionManager::new_with_config(client, config.clone()).await?;
                 crate::scripts::preload(&mut conn).await?;
                 warn_if_counter_can_be_evicted(&mut conn).await;
@@ -405,9 +457,14 @@ impl LockManagerBuilder {
             };
             conns.push(conn);
         }
+        if let Some(handoff) = &handoff {
+            // Subscribe now, so that the first contended waiter is already woken by a push.
+            handoff.subscribe().await;
+        }
         Ok(LockManager {
             inner: Arc::new(Inner {
                 nodes: Nodes::new(conns, self.node_timeout),
+                handoff,
                 key_prefix: self.key_prefix,
                 default_options: self.default_options,
                 fencing_counter: self.fencing_counter,

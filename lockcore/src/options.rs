@@ -18,6 +18,7 @@ use crate::LockError;
 /// | [`retry_cap`](Self::retry_cap) | 1 s | `retry_base` ..= `MAX_WAIT` |
 /// | [`watchdog`](Self::watchdog) | off | renew the lease every ttl/3 while the guard lives |
 /// | [`max_hold`](Self::max_hold) | none | stop renewing after this long; the guard is then lost |
+/// | [`handoff`](Self::handoff) | on | queue fairly and be woken by the release (single node) instead of polling |
 ///
 /// ```
 /// use std::time::Duration;
@@ -38,6 +39,7 @@ pub struct LockOptions {
     retry_cap: Duration,
     watchdog: bool,
     max_hold: Option<Duration>,
+    handoff: bool,
 }
 
 impl Default for LockOptions {
@@ -50,6 +52,7 @@ impl Default for LockOptions {
             retry_cap: Duration::from_secs(1),
             watchdog: false,
             max_hold: None,
+            handoff: true,
         }
     }
 }
@@ -103,6 +106,25 @@ impl LockOptions {
     pub(crate) fn with_ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
+    }
+
+    /// Waits in a fair queue and gets the lock handed over on release, woken by a pub/sub push
+    /// (on, the default), or polls with plain jittered backoff (off). Single node only: Redlock
+    /// always polls. See the crate docs' "Contention" section.
+    pub fn handoff(mut self, on: bool) -> Self {
+        self.handoff = on;
+        self
+    }
+
+    /// The largest single backoff sleep (also the longest a queued waiter sleeps between
+    /// re-checks, together with the 250 ms refresh interval).
+    pub fn retry_cap_value(&self) -> Duration {
+        self.retry_cap
+    }
+
+    /// Whether waiting uses the hand-off queue.
+    pub fn handoff_enabled(&self) -> bool {
+        self.handoff
     }
 
     /// Caps the total time the watchdog keeps renewing, counted from the acquire: after
@@ -228,6 +250,7 @@ mod tests {
         assert_eq!(o.retry_base, Duration::from_millis(50));
         assert_eq!(o.retry_cap, Duration::from_secs(1));
         assert!(!o.watchdog_enabled());
+        assert!(o.handoff_enabled());
     }
 
     #[test]

@@ -41,7 +41,7 @@ use futures_util::stream::FuturesUnordered;
 use redis::aio::ConnectionManager;
 
 use crate::options::duration_ms;
-use crate::{LockError, scripts};
+use crate::{LockError, handoff, scripts};
 
 /// The nodes of one manager.
 #[derive(Clone)]
@@ -128,12 +128,16 @@ impl Nodes {
     /// # Errors
     /// One node: [`LockError::Redis`] on any failure. Redlock: [`LockError::QuorumUnreachable`]
     /// when so many nodes failed that no quorum could be won.
+    ///
+    /// On a single node the queue-aware script runs: with `wake_channel` set, a waiter that
+    /// finds the key held is queued for hand-off (see `handoff`).
     pub(crate) async fn acquire(
         &self,
         key: &str,
         counter_key: &str,
         token: &str,
         ttl: Duration,
+        wake_channel: Option<&str>,
     ) -> Result<Vote, LockError> {
         let n = self.len();
         let quorum = self.quorum();
@@ -142,16 +146,41 @@ impl Nodes {
         let mut holder_ttl: Option<Duration> = None;
         let mut last_error = None;
         let ttl_ms = duration_ms(ttl);
+        let single = !self.is_redlock();
+        let queue = if single {
+            Some(handoff::queue_keys(key))
+        } else {
+            None
+        };
+        let queue = queue.as_ref();
         self.fan_out(
             ttl,
             |mut conn| async move {
-                scripts::ACQUIRE
-                    .key(key)
-                    .key(counter_key)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .invoke_async::<(i64, i64)>(&mut conn)
-                    .await
+                match queue {
+                    Some((queue, entries)) => {
+                        scripts::ACQUIRE_QUEUED
+                            .key(key)
+                            .key(counter_key)
+                            .key(queue)
+                            .key(entries)
+                            .arg(token)
+                            .arg(ttl_ms)
+                            .arg(u8::from(wake_channel.is_some()))
+                            .arg(duration_ms(handoff::ENTRY_LEASE))
+                            .arg(wake_channel.unwrap_or_default())
+                            .invoke_async::<(i64, i64)>(&mut conn)
+                            .await
+                    }
+                    None => {
+                        scripts::ACQUIRE
+                            .key(key)
+                            .key(counter_key)
+                            .arg(token)
+                            .arg(ttl_ms)
+                            .invoke_async::<(i64, i64)>(&mut conn)
+                            .await
+                    }
+                }
             },
             |reply| {
                 match reply {
@@ -161,7 +190,8 @@ impl Nodes {
                     }
                     Some(Ok((_, pttl))) => {
                         held += 1;
-                        if let Ok(ms) = u64::try_from(pttl) {
+                        // 0: free, but a queued waiter has the turn; -1: no expiry.
+                        if let Ok(ms) = u64::try_from(pttl).map(|ms| ms.max(1)) {
                             let ttl = Duration::from_millis(ms);
                             holder_ttl = Some(holder_ttl.map_or(ttl, |t| t.min(ttl)));
                         }
@@ -186,14 +216,15 @@ impl Nodes {
         }
         if failed > n - quorum {
             return Err(LockError::QuorumUnreachable {
-                reachable: n - failed,
+                reachable: won + held,
                 needed: quorum,
             });
         }
         Ok(Vote::Lost { holder_ttl })
     }
 
-    /// Compare-and-delete of `token` on every node. `Ok(true)` when it was deleted on a quorum
+    /// Compare-and-delete of `token` on every node (one node: with hand-off to the first live
+    /// waiter, which also withdraws `token` from the waiter queue). `Ok(true)` when it was deleted on a quorum
     /// (one node: on that node).
     ///
     /// # Errors
@@ -207,14 +238,34 @@ impl Nodes {
     ) -> Result<bool, LockError> {
         let (mut deleted, mut answered) = (0usize, 0usize);
         let mut last_error = None;
+        let queue = if self.is_redlock() {
+            None
+        } else {
+            Some(handoff::queue_keys(key))
+        };
+        let queue = queue.as_ref();
         self.fan_out(
             ttl,
             |mut conn| async move {
-                scripts::RELEASE
-                    .key(key)
-                    .arg(token)
-                    .invoke_async::<i64>(&mut conn)
-                    .await
+                match queue {
+                    Some((queue, entries)) => {
+                        scripts::RELEASE_HANDOFF
+                            .key(key)
+                            .key(queue)
+                            .key(entries)
+                            .arg(token)
+                            .arg(duration_ms(handoff::CLAIM_WINDOW))
+                            .invoke_async::<i64>(&mut conn)
+                            .await
+                    }
+                    None => {
+                        scripts::RELEASE
+                            .key(key)
+                            .arg(token)
+                            .invoke_async::<i64>(&mut conn)
+                            .await
+                    }
+                }
             },
             |reply| {
                 match reply {

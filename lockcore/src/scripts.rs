@@ -25,6 +25,102 @@ return {0, redis.call('PTTL', KEYS[1])}
     )
 });
 
+/// Acquire on a single node, fair and with hand-off: [`ACQUIRE`] that honours the waiter queue.
+///
+/// - `KEYS[1]` lock key, `KEYS[2]` fencing counter, `KEYS[3]` waiter queue (a list of tokens
+///   in arrival order), `KEYS[4]` waiter entries (a hash: token → `expires_ms|ttl_ms|channel`)
+/// - `ARGV[1]` token, `ARGV[2]` ttl in ms, `ARGV[3]` `1` to queue up when not acquired,
+///   `ARGV[4]` how long a queue entry lives without a refresh, in ms, `ARGV[5]` the pub/sub
+///   channel that wakes this waiter
+///
+/// Waiters whose entry expired are dropped from the head of the queue (server clock, `TIME`).
+/// The key is acquired when it holds this token (a release handed it over), or when it is free
+/// and nobody live is queued ahead. Returns `{1, fencing_token}` when acquired, otherwise
+/// `{0, pttl_ms}` (`0`: the key is free but a waiter ahead has the turn).
+pub(crate) static ACQUIRE_QUEUED: Lazy<Script> = Lazy::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('LREM', KEYS[3], 0, ARGV[1])
+  redis.call('HDEL', KEYS[4], ARGV[1])
+  return {1, redis.call('INCR', KEYS[2])}
+end
+local head = redis.call('LINDEX', KEYS[3], 0)
+while head do
+  local entry = redis.call('HGET', KEYS[4], head)
+  if entry and tonumber(string.match(entry, '^(%d+)')) > now then break end
+  redis.call('LPOP', KEYS[3])
+  redis.call('HDEL', KEYS[4], head)
+  head = redis.call('LINDEX', KEYS[3], 0)
+end
+if not holder and (not head or head == ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if head then
+    redis.call('LPOP', KEYS[3])
+    redis.call('HDEL', KEYS[4], ARGV[1])
+  end
+  return {1, redis.call('INCR', KEYS[2])}
+end
+if ARGV[3] == '1' then
+  if redis.call('HSET', KEYS[4], ARGV[1], (now + tonumber(ARGV[4])) .. '|' .. ARGV[2] .. '|' .. ARGV[5]) == 1 then
+    redis.call('RPUSH', KEYS[3], ARGV[1])
+  end
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+end
+if holder then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+return {0, 0}
+",
+    )
+});
+
+/// Release on a single node, with hand-off: compare-and-delete, then give the lock straight to
+/// the first live waiter in the queue and wake it. Also takes this token out of the queue, so
+/// the same script withdraws a waiter that gives up.
+///
+/// - `KEYS[1]` lock key, `KEYS[2]` waiter queue, `KEYS[3]` waiter entries (see
+///   [`ACQUIRE_QUEUED`])
+/// - `ARGV[1]` token, `ARGV[2]` the claim window in ms: a handed-over lock lives this long (at
+///   most the waiter's TTL) until the woken waiter claims it with its full TTL, so a waiter that
+///   died while queued holds the others up for at most this long
+///
+/// Returns 1 when the key held the token and was deleted, 0 otherwise.
+pub(crate) static RELEASE_HANDOFF: Lazy<Script> = Lazy::new(|| {
+    Script::new(
+        r"
+redis.call('LREM', KEYS[2], 0, ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = redis.call('LPOP', KEYS[2])
+while head do
+  local entry = redis.call('HGET', KEYS[3], head)
+  redis.call('HDEL', KEYS[3], head)
+  if entry then
+    local expires, ttl, channel = string.match(entry, '^(%d+)|(%d+)|(.*)$')
+    if tonumber(expires) > now then
+      redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ARGV[2]), tonumber(ttl)))
+      redis.call('PUBLISH', channel, head)
+      return 1
+    end
+  end
+  head = redis.call('LPOP', KEYS[2])
+end
+return 1
+",
+    )
+});
+
 /// Release: compare-and-delete, as in the seeds and the Redis `SET` documentation.
 ///
 /// - `KEYS[1]` lock key; `ARGV[1]` token
@@ -68,7 +164,7 @@ return renewed
 /// Loads every script into the node's script cache (`SCRIPT LOAD`), so that the first burst of
 /// acquires does not each meet `NOSCRIPT` and load the script again.
 pub(crate) async fn preload(conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
-    for script in [&*ACQUIRE, &*RELEASE, &*RENEW] {
+    for script in [&*ACQUIRE_QUEUED, &*RELEASE_HANDOFF, &*RENEW] {
         script.load_async(conn).await?;
     }
     Ok(())

@@ -15,3 +15,6 @@
 mod server;
 
 pub use server::{INSTALL_HINT, RedisServer};
+
+mod proxy;
+pub use proxy::{Direction, FaultProxy};

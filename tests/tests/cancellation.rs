@@ -70,7 +70,9 @@ async fn c09_acquire_dropped_while_set_is_on_the_wire() {
     let server = RedisServer::start();
     let m = manager(&server).await;
     let mut raw = server.connection().await;
-    must_acquire(&m, "warm-up", &opts(1000, 0))
+    // The warm-up waits like the real call (wait > 0), so the hand-off subscription is already
+    // open and the paused Redis holds back the `SET` itself, not the subscription.
+    must_acquire(&m, "warm-up", &opts(1000, 5000))
         .await
         .release()
         .await

@@ -1,0 +1,249 @@
+//! Hand-off under contention (single node): waiters queue up in Redis, and a release gives the
+//! lock straight to the first live waiter and wakes it with one pub/sub message.
+//!
+//! # Behavior
+//! - **Pushed.** A waiter that finds the key held puts its token in a per-key queue (a Redis
+//!   list, with a hash of entries) in the same script call, after registering for wake-ups:
+//!   no wake-up can be lost between the check and the wait. The release script deletes the key,
+//!   sets it to the head waiter's token for a short claim window, and publishes that token on
+//!   the waiter's manager channel. The woken waiter claims the lock by re-running the acquire
+//!   script, which finds its own token and sets the full TTL: about two round trips from a
+//!   release call to the next holder's acquire returning.
+//! - **Single.** One release wakes one waiter; the others stay parked.
+//! - **Fair.** The queue is first come, first served. A newcomer does not take a free key while
+//!   a live waiter is queued ahead of it.
+//! - **Robust.** A waiter re-checks at least every [`REFRESH`] (250 ms), never later than the
+//!   holder's remaining TTL, and never past its wait budget; that re-check also refreshes its
+//!   queue entry. An entry that is not refreshed for [`ENTRY_LEASE`] (600 ms) is skipped, and a
+//!   lock handed to a waiter that does not claim it lapses after [`CLAIM_WINDOW`] (500 ms). So
+//!   a waiter that died while queued holds the others up for less than 1 s, and a missed
+//!   wake-up (a killed pub/sub connection) costs at most one refresh interval.
+//! - **Economical.** All waiters of one manager share one pub/sub connection and one channel,
+//!   `lockcore:wake:<uuid>`, subscribed once when the manager is built (and re-opened in the
+//!   background if the connection is lost). The queue keys expire on their own when no waiter
+//!   refreshes them, so nothing grows with the number of distinct keys.
+//!
+//! Redlock managers and `LockOptions::handoff(false)` use plain jittered backoff instead.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::Notify;
+
+use crate::LockManager;
+
+/// How long a queue entry lives without a refresh.
+pub(crate) const ENTRY_LEASE: Duration = Duration::from_millis(600);
+/// The longest a queued waiter sleeps between re-checks (each one refreshes its entry).
+pub(crate) const REFRESH: Duration = Duration::from_millis(250);
+/// How long a lock handed to a waiter lives until that waiter claims it.
+pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
+/// The longest the pub/sub connection may take to open and subscribe.
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The waiter queue and its entries for `lock_key`, both in the lock key's cluster slot.
+pub(crate) fn queue_keys(lock_key: &str) -> (String, String) {
+    let tag = crate::slot::tag_for(lock_key);
+    (
+        format!("{QUEUE_NAME}{{{tag}}}{lock_key}"),
+        format!("{ENTRIES_NAME}{{{tag}}}{lock_key}"),
+    )
+}
+
+/// Reserved key name prefixes of the waiter queue.
+pub(crate) const QUEUE_NAME: &str = "__waitq__";
+pub(crate) const ENTRIES_NAME: &str = "__waiters__";
+
+/// One manager's wake-up channel and its waiting tokens.
+#[derive(Debug)]
+pub(crate) struct Handoff {
+    client: redis::Client,
+    channel: String,
+    waiters: Mutex<HashMap<String, Arc<Notify>>>,
+    listening: AtomicBool,
+    opening: AtomicBool,
+    starting: tokio::sync::Mutex<()>,
+    shutdown: Arc<Notify>,
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        self.shutdown.notify_one();
+    }
+}
+
+impl Handoff {
+    pub(crate) fn new(client: redis::Client) -> Self {
+        Handoff {
+            client,
+            channel: format!("lockcore:wake:{}", uuid::Uuid::new_v4().simple()),
+            waiters: Mutex::default(),
+            listening: AtomicBool::new(false),
+            opening: AtomicBool::new(false),
+            starting: tokio::sync::Mutex::new(()),
+            shutdown: Arc::new(Notify::new()),
+        }
+    }
+
+    /// The channel this manager's waiters are woken on.
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    fn waiters(&self) -> MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+        // Map updates never panic half-way; a poisoned lock still holds a valid map.
+        self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers `token` for wake-ups, before its first queued attempt. Never waits on the
+    /// network: if the subscription is down, it is re-opened in the background, and the waiter
+    /// re-checks every [`REFRESH`] meanwhile.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        manager: &LockManager,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Waiter {
+        let wake = Arc::new(Notify::new());
+        self.waiters().insert(token.to_owned(), Arc::clone(&wake));
+        self.ensure_listener();
+        Waiter {
+            handoff: Arc::clone(self),
+            manager: manager.clone(),
+            key: key.to_owned(),
+            token: token.to_owned(),
+            ttl,
+            wake,
+            withdraw: true,
+        }
+    }
+
+    /// Re-opens the subscription in the background unless it is up or being opened.
+    pub(crate) fn ensure_listener(self: &Arc<Self>) {
+        if self.listening.load(Ordering::Acquire) || self.opening.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let handoff = Arc::clone(self);
+        tokio::spawn(async move {
+            handoff.subscribe().await;
+            handoff.opening.store(false, Ordering::Release);
+        });
+    }
+
+    /// Opens the pub/sub connection, subscribes to the manager's channel and starts the
+    /// listener. Bounded by 1 s. Returns whether the listener runs.
+    pub(crate) async fn subscribe(self: &Arc<Self>) -> bool {
+        let _one_at_a_time = self.starting.lock().await;
+        if self.listening.load(Ordering::Acquire) {
+            return true;
+        }
+        let subscribed = tokio::time::timeout(SUBSCRIBE_TIMEOUT, async {
+            let mut pubsub = self.client.get_async_pubsub().await?;
+            pubsub.subscribe(&self.channel).await?;
+            redis::RedisResult::Ok(pubsub)
+        })
+        .await;
+        match subscribed {
+            Ok(Ok(pubsub)) => {
+                self.listening.store(true, Ordering::Release);
+                tokio::spawn(listen(
+                    Arc::downgrade(self),
+                    pubsub.into_on_message(),
+                    Arc::clone(&self.shutdown),
+                ));
+                true
+            }
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "cannot subscribe for lock hand-offs; waiters poll meanwhile");
+                false
+            }
+            Err(_) => {
+                tracing::warn!("subscribing for lock hand-offs timed out; waiters poll meanwhile");
+                false
+            }
+        }
+    }
+}
+
+/// Delivers wake-ups until the connection ends or the manager is gone.
+async fn listen(
+    handoff: Weak<Handoff>,
+    mut messages: redis::aio::PubSubStream,
+    shutdown: Arc<Notify>,
+) {
+    loop {
+        let message = tokio::select! {
+            message = messages.next() => message,
+            () = shutdown.notified() => return,
+        };
+        let Some(handoff) = handoff.upgrade() else {
+            return;
+        };
+        match message {
+            Some(message) => {
+                if let Ok(token) = message.get_payload::<String>()
+                    && let Some(wake) = handoff.waiters().get(&token)
+                {
+                    wake.notify_one();
+                }
+            }
+            None => {
+                // The connection is gone (e.g. `CLIENT KILL TYPE pubsub`): wake every waiter
+                // so that it re-checks now and the next registration subscribes again.
+                tracing::warn!("lock hand-off subscription lost; waiters re-check and resubscribe");
+                handoff.listening.store(false, Ordering::Release);
+                for wake in handoff.waiters().values() {
+                    wake.notify_one();
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// A queued waiter. Dropping it unregisters it and, unless it acquired the lock, withdraws its
+/// queue entry (and releases the lock if it was just handed over) in the background.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    handoff: Arc<Handoff>,
+    manager: LockManager,
+    key: String,
+    token: String,
+    ttl: Duration,
+    wake: Arc<Notify>,
+    withdraw: bool,
+}
+
+impl Waiter {
+    /// Completes when a release handed the lock to this waiter (or the listener stopped).
+    pub(crate) async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Makes sure the listener runs (it may have stopped since registration).
+    pub(crate) fn keep_listening(&self) {
+        self.handoff.ensure_listener();
+    }
+
+    /// The waiter acquired the lock: nothing to withdraw.
+    pub(crate) fn acquired(mut self) {
+        self.withdraw = false;
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.handoff.waiters().remove(&self.token);
+        if self.withdraw {
+            self.manager.spawn_release(
+                std::mem::take(&mut self.key),
+                std::mem::take(&mut self.token),
+                self.ttl,
+            );
+        }
+    }
+}
