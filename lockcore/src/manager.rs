@@ -366,7 +366,7 @@ impl LockManagerBuilder {
         self
     }
 
-    /// Redlock over these independent masters (see the `redlock` notes in the crate docs):
+    /// Redlock over these independent masters (see "Redlock" in the crate docs):
     /// quorum N/2 + 1 of the configured N. Use 3 or 5 nodes; 2 tolerate no fault. A single URL
     /// here is the same as [`url`](Self::url).
     pub fn nodes<I, S>(mut self, urls: I) -> Self
