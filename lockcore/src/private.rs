@@ -125,7 +125,9 @@ pub async fn run_body<F: Future>(
 pub async fn finish<T>(guard: LockGuard, outcome: Outcome<T>) -> Result<T, LockError> {
     let key = guard.key().to_owned();
     if let Err(err) = guard.release().await {
-        tracing::warn!(key, error = %err, "`#[distributed_lock]` body ended without the lock");
+        // Lost: the body ran past its lease (another holder may have been in); Redis: the
+        // release is retried in the background by the guard's `Drop`.
+        tracing::warn!(key, error = %err, "`#[distributed_lock]` could not release the lock after the body; returning the body's result");
     }
     match outcome.0 {
         Ended::Returned(value) => Ok(value),
