@@ -190,8 +190,9 @@ impl Nodes {
                     }
                     Some(Ok((_, pttl))) => {
                         held += 1;
-                        // 0: free, but a queued waiter has the turn; -1: no expiry.
-                        if let Ok(ms) = u64::try_from(pttl).map(|ms| ms.max(1)) {
+                        // 0: free, but a queued waiter has the turn (no lease to wait out);
+                        // -1: the key has no expiry.
+                        if let Some(ms) = u64::try_from(pttl).ok().filter(|ms| *ms > 0) {
                             let ttl = Duration::from_millis(ms);
                             holder_ttl = Some(holder_ttl.map_or(ttl, |t| t.min(ttl)));
                         }

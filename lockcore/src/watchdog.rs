@@ -202,9 +202,18 @@ impl Watchdog {
                     if lease.status() != LeaseStatus::Held {
                         continue;
                     }
-                    if ok {
+                    if ok && Instant::now() < lease.deadline() {
                         lease.renewed(start, lease.ttl());
                         entry.retry_at = None;
+                    } else if ok {
+                        // Renewed, but only after the lease's validity ran out (Redlock: the
+                        // quorum may not have been intact all along). Not ours any more.
+                        tracing::warn!(
+                            key = lease.key,
+                            "watchdog renewal completed after the lease's deadline; lock lost"
+                        );
+                        lease.settle(LeaseStatus::Lost);
+                        registry.entries.remove(id);
                     } else {
                         tracing::warn!(
                             key = lease.key,
