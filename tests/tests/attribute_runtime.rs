@@ -50,10 +50,8 @@ async fn slow_order(m: &LockManager, id: u64, outcome: Result<u32, u32>) -> Resu
 /// and B's key keeps its value and PTTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c01_wrapper_returns_body_value_after_lease_lost() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
+    let (server, a, mut raw) = start_with_manager().await;
     let b = manager(&server).await;
-    let mut raw = server.connection().await;
 
     for (id, outcome) in [(42, Ok(7)), (43, Err(5))] {
         let t0 = Instant::now();
@@ -118,9 +116,7 @@ async fn hold_user(
 /// few ms (a spawned release, not the TTL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c10_aborted_wrapper_releases_within_ms() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
 
     let started = Instant::now();
     let (tx, rx) = oneshot::channel();
@@ -164,9 +160,7 @@ async fn c11_panic_in_body_surfaces_unchanged() {
 /// the current_thread test runtime).
 #[tokio::test]
 async fn c11_panic_in_body_releases_key() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
 
     let err = tokio::spawn(panicky(m.clone(), 12))
         .await
@@ -185,10 +179,7 @@ async fn c11_panic_in_body_releases_key() {
 #[test]
 fn c11_panic_in_body_on_own_current_thread_runtime() {
     let server = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = current_thread_runtime();
     let m = rt.block_on(manager(&server));
     let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         rt.block_on(panicky(m.clone(), 13))
@@ -229,9 +220,7 @@ async fn early_return(m: &LockManager, id: u64, v: u32) -> Result<u32, AppError>
 /// gone (checked at once, no polling). Same for `return` and the normal end.
 #[tokio::test]
 async fn c13_question_mark_releases_before_caller_sees_err() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
 
     let result = early_return(&m, 1, 0).await;
     assert!(matches!(result, Err(AppError::Domain(0))), "got {result:?}");
@@ -333,9 +322,7 @@ mod plain {
 /// undecorated fn returns, and releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c14_every_receiver_form_behaves_like_undecorated() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
     let mut shop = Shop {
         locks: m.clone(),
         tenant: "acme".into(),
@@ -446,12 +433,10 @@ async fn via_renamed_crate(m: &LockManager, id: u32) -> Result<u32, LockError> {
 async fn attribute_manager_forms_and_ttl() {
     let server = RedisServer::start();
     let mut raw = server.connection().await;
-    let m = LockManager::builder()
-        .url(server.url())
-        .default_options(LockOptions::new(Duration::from_millis(7000)))
-        .build()
-        .await
-        .expect("manager");
+    let m = manager_with(&server, |builder| {
+        builder.default_options(LockOptions::new(Duration::from_millis(7000)))
+    })
+    .await;
 
     let svc = Service {
         locks: Arc::new(m.clone()),
@@ -524,21 +509,6 @@ async fn attribute_body_never_runs_without_lock() {
     assert_eq!(ran.load(Ordering::SeqCst), 2);
 }
 
-async fn non_atomic_increment(con: &mut MultiplexedConnection) {
-    let value: Option<i64> = redis::cmd("GET")
-        .arg("counter")
-        .query_async(con)
-        .await
-        .expect("GET");
-    sleep(Duration::from_millis(1)).await;
-    let _: () = redis::cmd("SET")
-        .arg("counter")
-        .arg(value.unwrap_or(0) + 1)
-        .query_async(con)
-        .await
-        .expect("SET");
-}
-
 #[distributed_lock(key = "counter", ttl_ms = 5000, wait_ms = 20_000, manager = m)]
 async fn locked_increment(
     m: &LockManager,
@@ -557,12 +527,10 @@ async fn run_attribute_increments(server: &RedisServer, locked: bool) -> i64 {
     let barrier = Arc::new(tokio::sync::Barrier::new(TASKS));
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
-        let m = LockManager::builder()
-            .url(server.url())
-            .default_options(fast_retry.clone())
-            .build()
-            .await
-            .expect("manager");
+        let m = manager_with(server, |builder| {
+            builder.default_options(fast_retry.clone())
+        })
+        .await;
         let mut con = server.connection().await;
         let barrier = Arc::clone(&barrier);
         tasks.push(tokio::spawn(async move {
@@ -581,12 +549,7 @@ async fn run_attribute_increments(server: &RedisServer, locked: bool) -> i64 {
     for t in tasks {
         t.await.expect("task");
     }
-    let mut raw = server.connection().await;
-    let total: i64 = redis::cmd("GET")
-        .arg("counter")
-        .query_async(&mut raw)
-        .await
-        .expect("GET");
+    let total = counter_value(server).await;
     assert!(total <= (TASKS * ROUNDS) as i64);
     total
 }

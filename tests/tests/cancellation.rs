@@ -22,9 +22,7 @@ use tokio::time::{Instant, sleep, timeout};
 /// comes back (guards included). Within 1 s after the loop `cart:5` does not exist.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c09_acquire_dropped_in_flight_leaves_no_lock() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
     let o = LockOptions::new(Duration::from_secs(30));
 
     let (mut got_guard, mut cut_off) = (0u64, 0u64);
@@ -48,35 +46,17 @@ async fn c09_acquire_dropped_in_flight_leaves_no_lock() {
     assert!(got_guard > 0);
     assert!(seen_by_redis >= got_guard);
 
-    let took = gone_within(
-        &mut raw,
-        &full("cart:5"),
-        Duration::from_secs(1),
-        Duration::from_millis(10),
-    )
-    .await;
-    assert!(
-        took.is_some(),
-        "`cart:5` still exists 1 s after the loop (value {:?}, pttl {})",
-        get(&mut raw, &full("cart:5")).await,
-        pttl(&mut raw, &full("cart:5")).await
-    );
+    assert_gone_within(&mut raw, &full("cart:5"), Duration::from_secs(1)).await;
 }
 
 /// C09, deterministic: Redis is paused so the `SET` is surely on the wire when the acquire
 /// future is dropped (after 20 ms). Once Redis runs it, the cleanup that follows removes it.
 #[tokio::test]
 async fn c09_acquire_dropped_while_set_is_on_the_wire() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
     // The warm-up waits like the real call (wait > 0), so the hand-off subscription is already
     // open and the paused Redis holds back the `SET` itself, not the subscription.
-    must_acquire(&m, "warm-up", &opts(1000, 5000))
-        .await
-        .release()
-        .await
-        .expect("warm-up");
+    acquire_and_release(&m, "warm-up", &opts(1000, 5000), "warm-up").await;
 
     pause_all_clients(&mut raw, 300).await;
     let cut = timeout(
@@ -89,20 +69,13 @@ async fn c09_acquire_dropped_while_set_is_on_the_wire() {
         "Redis is paused: the acquire cannot finish in 20 ms"
     );
 
-    let mut applied_then_gone = false;
-    for _ in 0..50 {
-        if acquisitions_seen_by_redis(&mut raw).await >= 2
-            && !exists(&mut raw, &full("cart:5")).await
-        {
-            applied_then_gone = true;
-            break;
-        }
-        sleep(Duration::from_millis(20)).await;
-    }
-    assert!(
-        applied_then_gone,
-        "the dropped acquire's SET ran but its token was not cleaned up"
-    );
+    assert_set_ran_then_key_gone(
+        &mut raw,
+        &full("cart:5"),
+        2,
+        "the dropped acquire's SET ran but its token was not cleaned up",
+    )
+    .await;
 }
 
 /// C09 twin: the naive `SET NX PX 30000` whose future is dropped after it was sent leaves an
@@ -117,26 +90,15 @@ async fn c09_twin_naive_set_dropped_in_flight_leaves_orphan() {
     pause_all_clients(&mut raw, 300).await;
     let cut = timeout(
         Duration::from_millis(20),
-        redis::cmd("SET")
-            .arg(&key)
-            .arg("naive-token")
-            .arg("NX")
-            .arg("PX")
-            .arg(30_000)
-            .query_async::<Option<String>>(&mut naive),
+        naive_set_nx(&key, "naive-token", 30_000).query_async::<Option<String>>(&mut naive),
     )
     .await;
     assert!(cut.is_err());
 
-    let mut orphan = false;
-    for _ in 0..50 {
-        if exists(&mut raw, &key).await {
-            orphan = true;
-            break;
-        }
-        sleep(Duration::from_millis(20)).await;
-    }
-    assert!(orphan, "the dropped SET was applied once Redis ran again");
+    assert!(
+        appears_within_a_second(&mut raw, &key).await,
+        "the dropped SET was applied once Redis ran again"
+    );
     assert!(pttl(&mut raw, &key).await > 25_000);
 }
 
@@ -146,9 +108,7 @@ async fn c09_twin_naive_set_dropped_in_flight_leaves_orphan() {
 /// ms (a spawned release, not the TTL).
 #[tokio::test]
 async fn c10_aborted_task_releases_its_guard() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
 
     let (held_tx, held_rx) = oneshot::channel();
     let holder = {
@@ -163,23 +123,14 @@ async fn c10_aborted_task_releases_its_guard() {
     assert!(exists(&mut raw, &full("user:1")).await);
     holder.abort();
     assert!(holder.await.is_err_and(|e| e.is_cancelled()));
-    let took = gone_within(
-        &mut raw,
-        &full("user:1"),
-        Duration::from_millis(200),
-        Duration::from_millis(2),
-    )
-    .await;
-    assert!(took.is_some(), "key still held 200 ms after the abort");
+    assert_gone_within(&mut raw, &full("user:1"), Duration::from_millis(200)).await;
 }
 
 /// C11, explicit API: a task panics while holding a guard (current_thread runtime): the join
 /// error carries the original panic and the key is released.
 #[tokio::test]
 async fn c11_panicking_task_releases_its_guard() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
 
     let holder = {
         let m = m.clone();
@@ -204,9 +155,7 @@ async fn c11_panicking_task_releases_its_guard() {
 /// goes through the manager's runtime and the key is gone shortly after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_guard_dropped_on_plain_thread_is_released() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
 
     let guard = must_acquire(&m, "c12", &opts(30_000, 0)).await;
     let dropped = std::thread::spawn(move || {
@@ -228,9 +177,7 @@ async fn c12_guard_dropped_on_plain_thread_is_released() {
 /// from the plain thread runs as soon as the test awaits.
 #[tokio::test]
 async fn c12_guard_dropped_on_plain_thread_current_thread_runtime() {
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
 
     let guard = must_acquire(&m, "c12", &opts(30_000, 0)).await;
     let dropped = std::thread::spawn(move || drop(guard)).join();
@@ -246,10 +193,7 @@ async fn c12_guard_dropped_on_plain_thread_current_thread_runtime() {
 #[test]
 fn c12_guard_dropped_after_runtime_shutdown_expires_by_ttl() {
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = current_thread_runtime();
     let (manager, guard): (LockManager, _) = runtime.block_on(async {
         let m = manager(&server).await;
         let g = must_acquire(&m, "c12", &opts(300, 0)).await;
@@ -291,10 +235,7 @@ fn c12_guard_dropped_after_runtime_shutdown_expires_by_ttl() {
 #[test]
 fn c12_guard_left_to_ttl_is_logged() {
     let server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = current_thread_runtime();
     let guard = runtime.block_on(async {
         let m = manager(&server).await;
         must_acquire(&m, "c12:logged", &opts(300, 0)).await
@@ -320,11 +261,7 @@ fn c12_guard_left_to_ttl_is_logged() {
 #[test]
 fn c12_drop_while_redis_is_down_does_not_block() {
     let mut server = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = multi_thread_runtime(2);
     let guards = runtime.block_on(async {
         let m = manager(&server).await;
         let mut guards = Vec::new();

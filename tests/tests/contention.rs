@@ -12,29 +12,11 @@ use std::time::Duration;
 
 use common::*;
 use lockcore::{LockError, LockManager, LockOptions};
-use redis::aio::MultiplexedConnection;
 use tokio::sync::Barrier;
-use tokio::time::{Instant, sleep};
+use tokio::time::Instant;
 
 const TASKS: usize = 5;
 const ROUNDS: usize = 20;
-
-/// `GET counter` → 1 ms pause → `SET counter value+1`: a lost update whenever two of these
-/// interleave.
-async fn non_atomic_increment(con: &mut MultiplexedConnection) {
-    let value: Option<i64> = redis::cmd("GET")
-        .arg("counter")
-        .query_async(con)
-        .await
-        .expect("GET counter");
-    sleep(Duration::from_millis(1)).await;
-    let _: () = redis::cmd("SET")
-        .arg("counter")
-        .arg(value.unwrap_or(0) + 1)
-        .query_async(con)
-        .await
-        .expect("SET counter");
-}
 
 /// Runs `TASKS` x `ROUNDS` increments, each task on its own connection (and, when `locks` is
 /// given, alternating between two independent lock clients). Returns the final counter.
@@ -67,12 +49,7 @@ async fn run_increments(server: &RedisServer, locks: Option<[LockManager; 2]>) -
     for t in tasks {
         t.await.expect("increment task");
     }
-    let mut raw = server.connection().await;
-    redis::cmd("GET")
-        .arg("counter")
-        .query_async(&mut raw)
-        .await
-        .expect("GET counter")
+    counter_value(server).await
 }
 
 /// Under the lock, 5 tasks x 20 non-atomic increments give exactly 100.
@@ -106,8 +83,7 @@ async fn contention_unlocked_twin_loses_updates() {
 #[tokio::test]
 async fn contention_try_acquire_excludes_until_release() {
     let server = RedisServer::start();
-    let a = manager(&server).await;
-    let b = manager(&server).await;
+    let (a, b) = (manager(&server).await, manager(&server).await);
     let o = opts(5000, 0);
 
     let guard_a = a
@@ -134,16 +110,10 @@ async fn contention_try_acquire_excludes_until_release() {
 #[tokio::test]
 async fn contention_wait_budget_is_honoured() {
     let server = RedisServer::start();
-    let a = manager(&server).await;
-    let b = manager(&server).await;
+    let (a, b) = (manager(&server).await, manager(&server).await);
     let held = must_acquire(&a, "busy", &opts(10_000, 0)).await;
 
-    let started = Instant::now();
-    let err = b
-        .acquire("busy", &opts(5000, 300))
-        .await
-        .expect_err("held by A");
-    let elapsed = started.elapsed();
+    let (err, elapsed) = timed_failure(b.acquire("busy", &opts(5000, 300)), "held by A").await;
     match &err {
         LockError::Contended { key, waited } => {
             assert_eq!(key, "lock:busy");
@@ -157,37 +127,15 @@ async fn contention_wait_budget_is_honoured() {
 
     // wait 0 is exactly one attempt: one script call reaches Redis.
     let mut raw = server.connection().await;
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query_async(&mut raw)
-        .await
-        .expect("RESETSTAT");
-    let started = Instant::now();
-    let err = b
-        .acquire("busy", &opts(5000, 0))
-        .await
-        .expect_err("held by A");
+    let _: () = query(&mut raw, redis::cmd("CONFIG").arg("RESETSTAT")).await;
+    let (err, elapsed) = timed_failure(b.acquire("busy", &opts(5000, 0)), "held by A").await;
     assert!(err.is_contended(), "got {err:?}");
-    assert!(
-        started.elapsed() < Duration::from_millis(200),
-        "wait 0 does not wait"
-    );
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut raw)
-        .await
-        .expect("INFO");
-    let script_calls: u64 = stats
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
-        .filter_map(|l| {
-            l.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
+    assert!(elapsed < Duration::from_millis(200), "wait 0 does not wait");
+    let stats: String = query(&mut raw, redis::cmd("INFO").arg("commandstats")).await;
+    let (_, per_command) = parse_commandstats(&stats);
+    let script_calls: u64 = ["evalsha", "eval"]
+        .iter()
+        .filter_map(|name| per_command.get(*name))
         .sum();
     assert_eq!(
         script_calls, 1,
@@ -201,8 +149,7 @@ async fn contention_wait_budget_is_honoured() {
 #[tokio::test]
 async fn contention_waiter_wakes_when_lease_expires() {
     let server = RedisServer::start();
-    let a = manager(&server).await;
-    let b = manager(&server).await;
+    let (a, b) = (manager(&server).await, manager(&server).await);
     let held = must_acquire(&a, "handoff", &opts(300, 0)).await;
     let started = Instant::now();
     let guard = b

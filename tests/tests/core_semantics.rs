@@ -21,9 +21,7 @@ use tokio::time::{Instant, sleep, timeout};
 /// error, not `Ok`) and returns promptly.
 #[tokio::test]
 async fn c01_release_after_expiry_reports_lost() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, a, mut raw) = start_with_manager().await;
 
     let guard = must_acquire(&a, "order:42", &opts(500, 0)).await;
     assert!(guard.is_held());
@@ -51,10 +49,8 @@ async fn c01_release_after_expiry_reports_lost() {
 /// B's value and PTTL untouched. The naive twin (a plain `DEL` as release) deletes B's lock.
 #[tokio::test]
 async fn c01_stale_release_leaves_new_holder_untouched() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
+    let (server, a, mut raw) = start_with_manager().await;
     let b = manager(&server).await;
-    let mut raw = server.connection().await;
     let key = full("order:42");
 
     let t0 = Instant::now();
@@ -96,10 +92,8 @@ async fn c01_stale_release_leaves_new_holder_untouched() {
 /// 5000 ms lease to 3000.)
 #[tokio::test]
 async fn c02_extend_by_stale_holder_fails_and_leaves_new_holder() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
+    let (server, a, mut raw) = start_with_manager().await;
     let b = manager(&server).await;
-    let mut raw = server.connection().await;
     let key = full("job:x");
 
     let mut guard_a = must_acquire(&a, "job:x", &opts(5000, 0)).await;
@@ -133,9 +127,7 @@ async fn c02_extend_by_stale_holder_fails_and_leaves_new_holder() {
 /// resurrection, as a `SET ... XX`/`SET PX` "extend" would do).
 #[tokio::test]
 async fn c02_extend_after_delete_does_not_resurrect() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, a, mut raw) = start_with_manager().await;
     let key = full("job:x");
 
     let mut guard = must_acquire(&a, "job:x", &opts(5000, 0)).await;
@@ -162,9 +154,7 @@ async fn c02_extend_after_delete_does_not_resurrect() {
 /// it never adds), and the deadline moves to the extend's start + validity.
 #[tokio::test]
 async fn c02_extend_sets_ttl_never_adds() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, a, mut raw) = start_with_manager().await;
     let key = full("job:x");
 
     let mut guard = must_acquire(&a, "job:x", &opts(3000, 0)).await;
@@ -199,8 +189,7 @@ async fn c02_extend_sets_ttl_never_adds() {
 #[tokio::test]
 async fn c04_validity_measured_from_successful_attempt() {
     let server = RedisServer::start();
-    let a = manager(&server).await;
-    let b = manager(&server).await;
+    let (a, b) = (manager(&server).await, manager(&server).await);
 
     let guard_b = must_acquire(&b, "r", &opts(1200, 0)).await;
     let called = Instant::now();
@@ -231,9 +220,7 @@ async fn c04_validity_measured_from_successful_attempt() {
 /// a guard whose deadline has passed; release/extend on it return cleanly; the key is gone.
 #[tokio::test]
 async fn c04_tiny_ttl_never_panics() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, a, mut raw) = start_with_manager().await;
     let tiny = opts(1, 50);
 
     let mut guards = 0;
@@ -339,12 +326,7 @@ async fn c04_zero_ttl_is_invalid_options() {
 async fn c05_empty_key_is_invalid_before_network() {
     let mut server = RedisServer::start();
     let a = manager(&server).await;
-    let no_prefix = LockManager::builder()
-        .url(server.url())
-        .key_prefix("")
-        .build()
-        .await
-        .expect("manager without prefix");
+    let no_prefix = manager_with(&server, |builder| builder.key_prefix("")).await;
     server.stop();
 
     let o = opts(1000, 3000);
@@ -368,9 +350,7 @@ async fn c05_empty_key_is_invalid_before_network() {
 /// C05: a 10 KiB key is used byte for byte (prefix + key, nothing hashed or truncated).
 #[tokio::test]
 async fn c05_ten_kib_key_byte_for_byte() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, a, mut raw) = start_with_manager().await;
 
     let pattern = "big:{tag}<x> é\u{301} ";
     let mut key = String::new();
@@ -412,10 +392,8 @@ async fn c05_ten_kib_key_byte_for_byte() {
 /// once); the same long key twice is one lock (twin).
 #[tokio::test]
 async fn c05_long_keys_differing_in_last_byte_are_two_locks() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
+    let (server, a, mut raw) = start_with_manager().await;
     let b = manager(&server).await;
-    let mut raw = server.connection().await;
 
     let stem = "k".repeat(4096);
     let (k1, k2) = (format!("{stem}1"), format!("{stem}2"));
@@ -442,10 +420,8 @@ async fn c05_long_keys_differing_in_last_byte_are_two_locks() {
 /// C05: `café` in NFC and in NFD are two different locks: no normalisation.
 #[tokio::test]
 async fn c05_nfc_and_nfd_are_two_locks() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
+    let (server, a, mut raw) = start_with_manager().await;
     let b = manager(&server).await;
-    let mut raw = server.connection().await;
 
     let nfc = "caf\u{e9}";
     let nfd = "cafe\u{301}";

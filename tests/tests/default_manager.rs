@@ -12,7 +12,7 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::*;
-use lockcore::{LockError, LockManager, distributed_lock};
+use lockcore::{LockError, distributed_lock};
 
 static BODY_RUNS: AtomicUsize = AtomicUsize::new(0);
 
@@ -28,11 +28,7 @@ async fn uses_default(id: u32) -> Result<u32, LockError> {
 #[test]
 fn default_manager_flow() {
     let server = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = multi_thread_runtime(2);
     rt.block_on(async {
         let mut raw = server.connection().await;
 
@@ -48,18 +44,8 @@ fn default_manager_flow() {
         );
         assert_eq!(BODY_RUNS.load(Ordering::SeqCst), 0);
 
-        let first = LockManager::builder()
-            .url(server.url())
-            .key_prefix("first:")
-            .build()
-            .await
-            .expect("first manager");
-        let second = LockManager::builder()
-            .url(server.url())
-            .key_prefix("second:")
-            .build()
-            .await
-            .expect("second manager");
+        let first = manager_with(&server, |builder| builder.key_prefix("first:")).await;
+        let second = manager_with(&server, |builder| builder.key_prefix("second:")).await;
         lockcore::set_default_manager(first).expect("first set");
         let again = lockcore::set_default_manager(second);
         assert!(

@@ -11,35 +11,23 @@
 //! - `extend` keeps the token and does not consume the counter.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
+use common::*;
 use lockcore::{FenceError, FencedRedis, FencingCounter, LockError, LockManager, LockOptions};
-use lockcore_tests::RedisServer;
 use redis::aio::MultiplexedConnection;
-
-const COUNTER: &str = "lock:__fencing_counter__";
-
-async fn manager(server: &RedisServer) -> LockManager {
-    LockManager::connect(&server.url())
-        .await
-        .unwrap_or_else(|e| panic!("connect {}: {e}\n{}", server.url(), server.log()))
-}
 
 /// Holder A's options: a 500 ms lease, no watchdog, one attempt.
 fn short_lease() -> LockOptions {
-    LockOptions::new(Duration::from_millis(500)).wait(Duration::ZERO)
+    opts(500, 0)
 }
 
 /// Holder B's options: it waits (up to 5 s) for A's lease to run out.
 fn patient() -> LockOptions {
-    LockOptions::new(Duration::from_secs(5)).wait(Duration::from_secs(5))
-}
-
-async fn query<T: redis::FromRedisValue>(con: &mut MultiplexedConnection, cmd: &redis::Cmd) -> T {
-    cmd.query_async(con)
-        .await
-        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"))
+    opts(5_000, 5_000)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -310,7 +298,7 @@ async fn fenced_redis_survives_script_flush_and_reports_misuse() {
     let mut con = server.connection().await;
     let row = FencedRedis::new("row");
     row.set(&mut con, 1, 10_u32).await.unwrap();
-    let () = query(&mut con, redis::cmd("SCRIPT").arg("FLUSH")).await;
+    script_flush(&mut con).await;
     row.set(&mut con, 2, 20_u32).await.unwrap(); // EVALSHA -> NOSCRIPT -> EVAL
     assert_eq!(row.get(&mut con).await.unwrap(), Some((20_u32, 2)));
 
@@ -355,7 +343,7 @@ async fn take_turns(url: &str, me: &str, other: &str, starts: bool, rounds: usiz
         .get_multiplexed_async_connection_with_config(&config)
         .await
         .unwrap_or_else(|e| panic!("{me}: connect: {e}"));
-    let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::from_secs(5));
+    let opts = opts(5_000, 5_000);
     let mut tokens = Vec::with_capacity(rounds);
     for round in 0..rounds {
         if !(starts && round == 0) {
@@ -395,11 +383,7 @@ async fn take_turns(url: &str, me: &str, other: &str, starts: bool, rounds: usiz
 
 /// `take_turns` on a fresh current-thread runtime: one independent client.
 fn client_thread(url: String, me: &'static str, other: &'static str, starts: bool) -> Vec<u64> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap_or_else(|e| panic!("runtime: {e}"))
-        .block_on(take_turns(&url, me, other, starts, ROUNDS_EACH))
+    current_thread_runtime().block_on(take_turns(&url, me, other, starts, ROUNDS_EACH))
 }
 
 /// The merged log must alternate between the two sides, hold every token each side saw, and be
@@ -503,7 +487,7 @@ async fn ten_thousand_distinct_keys_leave_one_counter_key() {
     let mut con = server.connection().await;
     let baseline: u64 = query(&mut con, &redis::cmd("DBSIZE")).await;
     let locks = manager(&server).await;
-    let opts = LockOptions::new(Duration::from_secs(10)).wait(Duration::ZERO);
+    let opts = opts(10_000, 0);
     let mut tokens = Vec::with_capacity(10_000);
     for chunk in (0..10_000_u32).collect::<Vec<_>>().chunks(200) {
         let batch = chunk.iter().map(|i| {
@@ -538,9 +522,8 @@ async fn ten_thousand_distinct_keys_leave_one_counter_key() {
         "keys left behind: {:?}",
         &keys[..keys.len().min(10)]
     );
-    assert_eq!(keys, vec![COUNTER.to_owned()]);
-    let counter: u64 = query(&mut con, redis::cmd("GET").arg(COUNTER)).await;
-    assert_eq!(counter, 10_000);
+    assert_eq!(keys, vec![fencing_counter_key()]);
+    assert_eq!(acquisitions_seen_by_redis(&mut con).await, 10_000);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -584,13 +567,11 @@ async fn keyslot(con: &mut MultiplexedConnection, key: &str) -> u16 {
 async fn per_slot_counters_share_the_lock_keys_slot_and_tokens_increase_per_key() {
     let server = single_node_cluster().await;
     let mut con = server.connection().await;
-    let locks = LockManager::builder()
-        .url(server.url())
-        .fencing_counter(FencingCounter::PerSlot)
-        .build()
-        .await
-        .unwrap();
-    let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO);
+    let locks = manager_with(&server, |builder| {
+        builder.fencing_counter(FencingCounter::PerSlot)
+    })
+    .await;
+    let opts = opts(5_000, 0);
 
     let mut keys: Vec<String> = (0..100).map(|i| format!("order:{i}")).collect();
     keys.extend(["{user:7}:cart", "{user:7}:wallet", "caf\u{e9}", "{}odd"].map(String::from));
@@ -639,7 +620,7 @@ async fn per_prefix_twin_fails_with_crossslot_on_a_cluster() {
     let server = single_node_cluster().await;
     let mut con = server.connection().await;
     let locks = manager(&server).await; // FencingCounter::PerPrefix
-    let counter_slot = keyslot(&mut con, COUNTER).await;
+    let counter_slot = keyslot(&mut con, &fencing_counter_key()).await;
     let mut key = None;
     for i in 0.. {
         let candidate = format!("order:{i}");
@@ -649,7 +630,7 @@ async fn per_prefix_twin_fails_with_crossslot_on_a_cluster() {
         }
     }
     let key = key.unwrap();
-    let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO);
+    let opts = opts(5_000, 0);
     match locks.acquire(&key, &opts).await {
         Err(LockError::Redis(e)) => {
             assert!(e.to_string().to_uppercase().contains("CROSSSLOT"), "{e}");
@@ -667,17 +648,17 @@ async fn extend_keeps_the_token_and_does_not_consume_the_counter() {
     let server = RedisServer::start();
     let mut con = server.connection().await;
     let locks = manager(&server).await;
-    let opts = LockOptions::new(Duration::from_secs(1)).wait(Duration::ZERO);
+    let opts = opts(1_000, 0);
 
     let mut guard = locks.acquire("job", &opts).await.unwrap();
     let token = guard.fencing_token();
-    let counter_before: u64 = query(&mut con, redis::cmd("GET").arg(COUNTER)).await;
+    let counter_before = acquisitions_seen_by_redis(&mut con).await;
     assert_eq!(counter_before, token);
     for _ in 0..3 {
         guard.extend(Duration::from_secs(2)).await.unwrap();
         assert_eq!(guard.fencing_token(), token);
     }
-    let counter_after: u64 = query(&mut con, redis::cmd("GET").arg(COUNTER)).await;
+    let counter_after = acquisitions_seen_by_redis(&mut con).await;
     assert_eq!(
         counter_after, counter_before,
         "extend must not mint a token"

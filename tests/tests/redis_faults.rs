@@ -10,33 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use lockcore::{LockError, LockManager};
-use redis::aio::MultiplexedConnection;
 use tokio::time::{Instant, sleep};
-
-async fn script_flush(con: &mut MultiplexedConnection) {
-    let _: () = redis::cmd("SCRIPT")
-        .arg("FLUSH")
-        .query_async(con)
-        .await
-        .expect("SCRIPT FLUSH");
-}
-
-/// Polls (every 20 ms, at most ~1 s: there is no signal for server-side state) until the
-/// fencing counter shows `applied` acquisitions (the paused `SET` ran) and `key` is absent.
-async fn assert_set_ran_then_key_gone(con: &mut MultiplexedConnection, key: &str, applied: u64) {
-    for _ in 0..50 {
-        if acquisitions_seen_by_redis(con).await >= applied && !exists(con, key).await {
-            return;
-        }
-        sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "~1 s later: {} acquisitions seen (expected {applied}), key value {:?}, pttl {}",
-        acquisitions_seen_by_redis(con).await,
-        get(con, key).await,
-        pttl(con, key).await
-    );
-}
 
 // ---- C06: NOSCRIPT ----------------------------------------------------------------------------
 
@@ -44,10 +18,8 @@ async fn assert_set_ran_then_key_gone(con: &mut MultiplexedConnection, key: &str
 /// EVAL), and so do the first acquire, extend and drop-release after a flush. No false `Lost`.
 #[tokio::test]
 async fn c06_release_after_script_flush_succeeds() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
+    let (server, a, mut raw) = start_with_manager().await;
     let b = manager(&server).await;
-    let mut raw = server.connection().await;
     let key = full("order:1");
 
     let guard = must_acquire(&a, "order:1", &opts(5000, 0)).await;
@@ -104,36 +76,27 @@ async fn c07_lost_acquire_reply_leaves_no_orphan() {
     let mut raw = server.connection().await;
     let key = full("order:7");
     // Load the scripts first, so the paused request is the acquire itself.
-    must_acquire(&a, "warm-up", &opts(1000, 0))
-        .await
-        .release()
-        .await
-        .expect("warm-up");
+    acquire_and_release(&a, "warm-up", &opts(1000, 0), "warm-up").await;
     assert_eq!(acquisitions_seen_by_redis(&mut raw).await, 1);
 
     pause_all_clients(&mut raw, 400).await;
-    let started = Instant::now();
-    let err = a
-        .acquire("order:7", &opts(30_000, 0))
-        .await
-        .expect_err("the reply cannot arrive within 100 ms");
+    let (err, elapsed) = timed_failure(
+        a.acquire("order:7", &opts(30_000, 0)),
+        "the reply cannot arrive within 100 ms",
+    )
+    .await;
     assert!(err.is_redis(), "a lost reply is a Redis error, got {err:?}");
     assert!(
-        started.elapsed() < Duration::from_millis(400),
-        "the acquire must give up on its timeout, not wait for the reply ({:?})",
-        started.elapsed()
+        elapsed < Duration::from_millis(400),
+        "the acquire must give up on its timeout, not wait for the reply ({elapsed:?})"
     );
 
     let error_at = Instant::now();
-    assert_set_ran_then_key_gone(&mut raw, &key, 2).await;
+    assert_set_ran_then_key_gone(&mut raw, &key, 2, "the timed-out acquire's cleanup").await;
     assert!(error_at.elapsed() <= Duration::from_millis(1100));
 
     // The manager still works once Redis answers again.
-    must_acquire(&a, "order:7", &opts(1000, 0))
-        .await
-        .release()
-        .await
-        .expect("after the fault");
+    acquire_and_release(&a, "order:7", &opts(1000, 0), "after the fault").await;
 }
 
 /// C07 twin: the naive `SET key token NX PX 30000` sent with a 100 ms timeout under the same
@@ -149,26 +112,16 @@ async fn c07_twin_naive_set_with_timeout_leaves_orphan() {
     let key = full("order:7");
 
     pause_all_clients(&mut raw, 400).await;
-    let naive_set: redis::RedisResult<Option<String>> = redis::cmd("SET")
-        .arg(&key)
-        .arg("naive-token")
-        .arg("NX")
-        .arg("PX")
-        .arg(30_000)
+    let naive_set: redis::RedisResult<Option<String>> = naive_set_nx(&key, "naive-token", 30_000)
         .query_async(&mut naive)
         .await;
     let err = naive_set.expect_err("the reply cannot arrive within 100 ms");
     assert!(err.is_timeout(), "got {err}");
 
-    let mut orphan = false;
-    for _ in 0..50 {
-        if exists(&mut raw, &key).await {
-            orphan = true;
-            break;
-        }
-        sleep(Duration::from_millis(20)).await;
-    }
-    assert!(orphan, "the naive SET was applied after the pause");
+    assert!(
+        appears_within_a_second(&mut raw, &key).await,
+        "the naive SET was applied after the pause"
+    );
     assert_eq!(get(&mut raw, &key).await.as_deref(), Some("naive-token"));
     assert!(
         pttl(&mut raw, &key).await > 25_000,
@@ -184,36 +137,24 @@ async fn c07_twin_naive_set_with_timeout_leaves_orphan() {
 async fn c08_backend_down_fails_fast_with_redis_error() {
     let mut server = RedisServer::start();
     let a = manager(&server).await;
-    must_acquire(&a, "down", &opts(1000, 0))
-        .await
-        .release()
-        .await
-        .expect("while up");
+    acquire_and_release(&a, "down", &opts(1000, 0), "while up").await;
     server.stop();
 
-    let started = Instant::now();
-    let err = a
-        .acquire("down", &opts(1000, 3000))
-        .await
-        .expect_err("server stopped");
-    let elapsed = started.elapsed();
+    let (err, elapsed) =
+        timed_failure(a.acquire("down", &opts(1000, 3000)), "server stopped").await;
     assert!(err.is_redis(), "expected Redis(..), got {err:?}");
     assert!(!err.is_contended());
     assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
 
-    let started = Instant::now();
-    let err = a
-        .try_acquire("down", &opts(1000, 3000))
-        .await
-        .expect_err("server stopped");
+    let (err, elapsed) =
+        timed_failure(a.try_acquire("down", &opts(1000, 3000)), "server stopped").await;
     assert!(err.is_redis(), "got {err:?}");
-    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(elapsed < Duration::from_secs(2));
 
     // A manager cannot even be built against a stopped server, and says so quickly.
-    let started = Instant::now();
-    let built = LockManager::connect(&server.url()).await;
-    assert!(matches!(built, Err(LockError::Redis(_))), "got {built:?}");
-    assert!(started.elapsed() < Duration::from_secs(2));
+    let (err, elapsed) = timed_failure(LockManager::connect(&server.url()), "server stopped").await;
+    assert!(matches!(err, LockError::Redis(_)), "got {err:?}");
+    assert!(elapsed < Duration::from_secs(2));
 
     // After a restart on the same port the existing manager reconnects (bounded retries).
     server.restart();
@@ -241,25 +182,20 @@ async fn c08_backend_down_fails_fast_with_redis_error() {
 /// `Contended` after 3 s; and it leaves no lock behind once Redis answers.
 #[tokio::test]
 async fn c08_unresponsive_backend_fails_fast_with_redis_error() {
-    let server = RedisServer::start();
-    let a = manager(&server).await;
-    let mut raw = server.connection().await;
-    must_acquire(&a, "warm-up", &opts(1000, 0))
-        .await
-        .release()
-        .await
-        .expect("warm-up");
+    let (_server, a, mut raw) = start_with_manager().await;
+    acquire_and_release(&a, "warm-up", &opts(1000, 0), "warm-up").await;
 
     pause_all_clients(&mut raw, 1500).await;
-    let started = Instant::now();
-    let err = a
-        .acquire("stuck", &opts(30_000, 3000))
-        .await
-        .expect_err("no answer");
-    let elapsed = started.elapsed();
+    let (err, elapsed) = timed_failure(a.acquire("stuck", &opts(30_000, 3000)), "no answer").await;
     assert!(err.is_redis(), "expected Redis(..), got {err:?}");
     assert!(elapsed < Duration::from_millis(1400), "took {elapsed:?}");
 
     // Once Redis answers again, the SET and its cleanup run in order: no orphan.
-    assert_set_ran_then_key_gone(&mut raw, &full("stuck"), 2).await;
+    assert_set_ran_then_key_gone(
+        &mut raw,
+        &full("stuck"),
+        2,
+        "the unanswered acquire's cleanup",
+    )
+    .await;
 }

@@ -75,11 +75,7 @@ fn drift(ttl: Duration) -> Duration {
 /// won; it is not a lock, and it must outlive every release (otherwise fencing tokens would
 /// start again from 1), so "no keys left" means "no lock keys left".
 async fn lock_keys(con: &mut MultiplexedConnection) -> Vec<(String, Option<String>)> {
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg("*")
-        .query_async(con)
-        .await
-        .expect("KEYS");
+    let keys: Vec<String> = query(con, redis::cmd("KEYS").arg("*")).await;
     let mut out = Vec::new();
     for key in keys {
         if key != fencing_counter_key() {
@@ -88,18 +84,6 @@ async fn lock_keys(con: &mut MultiplexedConnection) -> Vec<(String, Option<Strin
         }
     }
     out
-}
-
-/// `SET key value PX ms` on one node: another holder's key, put there by hand.
-async fn set_px(con: &mut MultiplexedConnection, key: &str, value: &str, ms: u64) {
-    let _: () = redis::cmd("SET")
-        .arg(key)
-        .arg(value)
-        .arg("PX")
-        .arg(ms)
-        .query_async(con)
-        .await
-        .expect("SET PX");
 }
 
 /// How many nodes hold `token` under `key`.
@@ -496,12 +480,7 @@ async fn c20_late_set_on_the_slow_node_is_cleaned_up_twin_naive_leaves_it() {
         let mut con = con.clone();
         let key = key.clone();
         async move {
-            let mut set = redis::cmd("SET");
-            set.arg(&key)
-                .arg(naive_token)
-                .arg("NX")
-                .arg("PX")
-                .arg(10_000);
+            let set = naive_set_nx(&key, naive_token, 10_000);
             let set = set.query_async::<Option<String>>(&mut con);
             matches!(
                 tokio::time::timeout(C20_NODE_TIMEOUT, set).await,

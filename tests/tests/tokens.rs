@@ -44,6 +44,12 @@ struct Tally {
     stale_releases: usize,
 }
 
+/// C03 on `server` with two independent clients, and its checks.
+async fn run_and_check_c03(server: &RedisServer) {
+    let (a, b) = (manager(server).await, manager(server).await);
+    check_c03(&run_c03(a, b).await);
+}
+
 /// 1000 tasks, keys `k:<i mod 10>`, ttl 200, hold 0..=300 ms, alternating between two
 /// independent clients. Waiting is bounded (1 s); `Contended` is an accepted outcome.
 async fn run_c03(a: LockManager, b: LockManager) -> Tally {
@@ -156,9 +162,7 @@ fn check_c03(tally: &Tally) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c03_fresh_tokens_and_exclusion_multi_thread() {
     let server = RedisServer::start();
-    let (a, b) = (manager(&server).await, manager(&server).await);
-    let tally = run_c03(a, b).await;
-    check_c03(&tally);
+    run_and_check_c03(&server).await;
     let mut raw = server.connection().await;
     for k in 0..KEYS {
         assert_gone_within(
@@ -175,9 +179,7 @@ async fn c03_fresh_tokens_and_exclusion_multi_thread() {
 #[tokio::test]
 async fn c03_fresh_tokens_and_exclusion_current_thread() {
     let server = RedisServer::start();
-    let (a, b) = (manager(&server).await, manager(&server).await);
-    let tally = run_c03(a, b).await;
-    check_c03(&tally);
+    run_and_check_c03(&server).await;
 
     // Two acquisitions on one task and one thread are two holders.
     let m = manager(&server).await;
@@ -201,9 +203,7 @@ fn assert_send_sync_static<T: Send + Sync + 'static>() {}
 async fn c03_guard_moved_to_another_task_releases_there() {
     assert_send_sync_static::<LockGuard>();
     assert_send_sync_static::<LockManager>();
-    let server = RedisServer::start();
-    let m = manager(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, m, mut raw) = start_with_manager().await;
 
     // Another task.
     let guard = must_acquire(&m, "moved", &opts(5000, 0)).await;
@@ -226,15 +226,9 @@ async fn c03_guard_moved_to_another_task_releases_there() {
 
     // Another OS thread, on a runtime of its own.
     let guard = must_acquire(&m, "moved", &opts(5000, 0)).await;
-    let released = std::thread::spawn(move || {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime")
-            .block_on(guard.release())
-    })
-    .join()
-    .expect("thread");
+    let released = std::thread::spawn(move || current_thread_runtime().block_on(guard.release()))
+        .join()
+        .expect("thread");
     released.expect("release on another thread's runtime");
     assert!(!exists(&mut raw, &full("moved")).await);
 }

@@ -8,17 +8,20 @@
 //! Random choices use `fastrand` with a seed printed on stderr; set `WATCHDOG_TEST_SEED` to
 //! replay one.
 
+mod common;
+
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
+use common::*;
 use futures_util::FutureExt as _;
 use lockcore::{LockError, LockGuard, LockManager, LockOptions, distributed_lock};
-use lockcore_tests::RedisServer;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout, timeout_at};
 
 // ---- helpers ----------------------------------------------------------------------------------
@@ -29,17 +32,6 @@ fn ms(n: u64) -> Duration {
 
 fn us(n: u64) -> Duration {
     Duration::from_micros(n)
-}
-
-/// The full Redis key of a user key under the default prefix.
-fn full(key: &str) -> String {
-    format!("{}{key}", lockcore::DEFAULT_KEY_PREFIX)
-}
-
-async fn connect(server: &RedisServer) -> LockManager {
-    LockManager::connect(&server.url())
-        .await
-        .unwrap_or_else(|e| panic!("connect to {}: {e}\nlog:\n{}", server.url(), server.log()))
 }
 
 /// One attempt, this ttl, the watchdog on or off.
@@ -58,56 +50,13 @@ async fn hold(locks: &LockManager, key: &str, opts: &LockOptions) -> LockGuard {
     }
 }
 
-async fn query<T: redis::FromRedisValue>(con: &mut MultiplexedConnection, cmd: redis::Cmd) -> T {
-    cmd.query_async(con)
-        .await
-        .unwrap_or_else(|e| panic!("raw redis command failed: {e}"))
-}
-
-async fn get(con: &mut MultiplexedConnection, key: &str) -> Option<String> {
-    query(con, redis::cmd("GET").arg(key).clone()).await
-}
-
-/// -2 when missing, -1 when no expiry.
-async fn pttl(con: &mut MultiplexedConnection, key: &str) -> i64 {
-    query(con, redis::cmd("PTTL").arg(key).clone()).await
-}
-
-async fn exists(con: &mut MultiplexedConnection, key: &str) -> bool {
-    query::<i64>(con, redis::cmd("EXISTS").arg(key).clone()).await == 1
-}
-
-async fn del(con: &mut MultiplexedConnection, key: &str) {
-    let _: i64 = query(con, redis::cmd("DEL").arg(key).clone()).await;
-}
-
-async fn set_px(con: &mut MultiplexedConnection, key: &str, value: &str, px: u64) {
-    let _: () = query(
-        con,
-        redis::cmd("SET")
-            .arg(key)
-            .arg(value)
-            .arg("PX")
-            .arg(px)
-            .clone(),
-    )
-    .await;
-}
-
 async fn pexpire(con: &mut MultiplexedConnection, key: &str, px: u64) {
-    let _: i64 = query(con, redis::cmd("PEXPIRE").arg(key).arg(px).clone()).await;
+    let _: i64 = query(con, redis::cmd("PEXPIRE").arg(key).arg(px)).await;
 }
 
 /// Polls `EXISTS key` every 2 ms until it is gone; bounded by `within`.
 async fn wait_gone(con: &mut MultiplexedConnection, key: &str, within: Duration) -> bool {
-    let end = Instant::now() + within;
-    while Instant::now() < end {
-        if !exists(con, key).await {
-            return true;
-        }
-        sleep(ms(2)).await;
-    }
-    !exists(con, key).await
+    gone_within(con, key, within, ms(2)).await.is_some()
 }
 
 /// Polls `PTTL key` every 2 ms until it goes up (a renewal landed); bounded by `within`.
@@ -196,12 +145,26 @@ async fn contend(
     (wins, polls)
 }
 
+/// With the watchdog: the contender polled all through the 5 × ttl body and never got in.
+fn assert_contender_kept_out(wins: u32, polls: u32) {
+    assert!(polls >= 40, "the contender polled only {polls} times");
+    assert_eq!(wins, 0, "the contender got the lock while the body ran");
+}
+
+/// Without the watchdog: the lease expired during the body and the contender got in.
+fn assert_contender_got_in(wins: u32) {
+    assert!(
+        wins >= 1,
+        "the lease (300 ms) expired during a 1500 ms body"
+    );
+}
+
 /// Holder acquires (ttl 300), its body runs 5 × ttl, then it releases; a contender polls every
 /// ttl/10 meanwhile. Returns (contender wins, polls, the holder's release result).
 async fn long_body(watchdog: bool) -> (u32, u32, Result<(), LockError>) {
     let server = RedisServer::start();
-    let holder = connect(&server).await;
-    let contender = connect(&server).await;
+    let holder = manager(&server).await;
+    let contender = manager(&server).await;
     let mut raw = server.connection().await;
     let key = "long-body";
 
@@ -229,8 +192,7 @@ async fn long_body(watchdog: bool) -> (u32, u32, Result<(), LockError>) {
 async fn long_body_with_watchdog_keeps_the_contender_out() {
     let (wins, polls, released) = long_body(true).await;
     eprintln!("watchdog on: contender {wins} wins / {polls} polls, release {released:?}");
-    assert!(polls >= 40, "the contender polled only {polls} times");
-    assert_eq!(wins, 0, "the contender got the lock while the body ran");
+    assert_contender_kept_out(wins, polls);
     assert!(released.is_ok(), "holder's release: {released:?}");
 }
 
@@ -240,11 +202,15 @@ async fn long_body_with_watchdog_keeps_the_contender_out() {
 async fn long_body_without_watchdog_lets_the_contender_in() {
     let (wins, polls, released) = long_body(false).await;
     eprintln!("watchdog off: contender {wins} wins / {polls} polls, release {released:?}");
-    assert!(
-        wins >= 1,
-        "the lease (300 ms) expired during a 1500 ms body"
-    );
+    assert_contender_got_in(wins);
     assert!(is_lost(&released), "holder's release: {released:?}");
+}
+
+/// The body of both wrapped fns below: says it started, runs 5 × ttl, returns `id`.
+async fn signal_then_run_5_ttl(id: u32, started: oneshot::Sender<()>) -> u32 {
+    let _ = started.send(());
+    sleep(5 * TTL_300).await;
+    id
 }
 
 #[distributed_lock(key = "attr-long:<id>", ttl_ms = 300, wait_ms = 0, manager = locks)]
@@ -253,9 +219,7 @@ async fn long_body_default_watchdog(
     id: u32,
     started: oneshot::Sender<()>,
 ) -> Result<u32, LockError> {
-    let _ = started.send(());
-    sleep(5 * TTL_300).await;
-    Ok(id)
+    Ok(signal_then_run_5_ttl(id, started).await)
 }
 
 #[distributed_lock(
@@ -270,16 +234,14 @@ async fn long_body_watchdog_false(
     id: u32,
     started: oneshot::Sender<()>,
 ) -> Result<u32, LockError> {
-    let _ = started.send(());
-    sleep(5 * TTL_300).await;
-    Ok(id)
+    Ok(signal_then_run_5_ttl(id, started).await)
 }
 
 /// The attribute's side of (1): returns (contender wins, polls, the wrapped fn's result).
 async fn attribute_long_body(watchdog: bool) -> (u32, u32, Result<u32, LockError>) {
     let server = RedisServer::start();
-    let holder = connect(&server).await;
-    let contender = connect(&server).await;
+    let holder = manager(&server).await;
+    let contender = manager(&server).await;
     let (started_tx, started) = oneshot::channel();
     let call = if watchdog {
         tokio::spawn(long_body_default_watchdog(holder, 7, started_tx))
@@ -302,8 +264,7 @@ async fn attribute_long_body(watchdog: bool) -> (u32, u32, Result<u32, LockError
 async fn attribute_long_body_default_watchdog_keeps_the_contender_out() {
     let (wins, polls, result) = attribute_long_body(true).await;
     eprintln!("attribute, default watchdog: {wins} wins / {polls} polls, {result:?}");
-    assert!(polls >= 40, "the contender polled only {polls} times");
-    assert_eq!(wins, 0, "the contender got the lock while the body ran");
+    assert_contender_kept_out(wins, polls);
     assert_eq!(result.ok(), Some(7));
 }
 
@@ -312,10 +273,7 @@ async fn attribute_long_body_default_watchdog_keeps_the_contender_out() {
 async fn attribute_long_body_watchdog_false_lets_the_contender_in() {
     let (wins, polls, result) = attribute_long_body(false).await;
     eprintln!("attribute, watchdog = false: {wins} wins / {polls} polls, {result:?}");
-    assert!(
-        wins >= 1,
-        "the lease (300 ms) expired during a 1500 ms body"
-    );
+    assert_contender_got_in(wins);
     assert_eq!(result.ok(), Some(7), "the body runs to completion");
 }
 
@@ -336,9 +294,7 @@ fn detection_budget(ttl: Duration) -> Duration {
 /// Holds a watchdog guard past its first lease, changes the key behind its back, and checks
 /// that `lost()` completes within one renew interval + slack of the change.
 async fn loss_mid_hold(change: Change) {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
     let key = full("loss");
 
     let guard = hold(&locks, "loss", &options(TTL_300, true)).await;
@@ -394,9 +350,7 @@ async fn loss_mid_hold(change: Change) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loss_by_del_is_reported_within_one_renew_interval() {
     let twin = async {
-        let server = RedisServer::start();
-        let locks = connect(&server).await;
-        let mut raw = server.connection().await;
+        let (_server, locks, mut raw) = start_with_manager().await;
         let guard = hold(&locks, "loss", &options(ms(3_000), false)).await;
         let changed_at = Instant::now();
         del(&mut raw, &full("loss")).await;
@@ -428,9 +382,7 @@ async fn loss_by_pexpire_is_reported_within_one_renew_interval() {
 /// before the deletion, with time left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remaining_is_zero_once_the_lease_is_lost() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
     let ttl = ms(600);
 
     let guard = hold(&locks, "remaining", &options(ttl, true)).await;
@@ -460,28 +412,30 @@ struct Probe {
 }
 
 struct ProbeView {
-    signalled: oneshot::Receiver<()>,
     ticks: Arc<AtomicU32>,
     finished: Arc<AtomicBool>,
 }
 
-fn probe(signal_after: u32) -> (Probe, ProbeView) {
-    let (tx, rx) = oneshot::channel();
+/// Spawns `wrapped` with a fresh probe that signals after [`SIGNAL_AFTER`] ticks, and returns
+/// once the body has signalled (it is past its first lease then).
+async fn spawn_probed<T, F>(wrapped: impl FnOnce(Probe) -> F) -> (JoinHandle<T>, ProbeView)
+where
+    F: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let (signal, signalled) = oneshot::channel();
     let ticks = Arc::new(AtomicU32::new(0));
     let finished = Arc::new(AtomicBool::new(false));
-    (
-        Probe {
-            signal: Some(tx),
-            signal_after,
-            ticks: Arc::clone(&ticks),
-            finished: Arc::clone(&finished),
-        },
-        ProbeView {
-            signalled: rx,
-            ticks,
-            finished,
-        },
-    )
+    let call = tokio::spawn(wrapped(Probe {
+        signal: Some(signal),
+        signal_after: SIGNAL_AFTER,
+        ticks: Arc::clone(&ticks),
+        finished: Arc::clone(&finished),
+    }));
+    signalled
+        .await
+        .unwrap_or_else(|_| panic!("the body never signalled"));
+    (call, ProbeView { ticks, finished })
 }
 
 impl Probe {
@@ -498,6 +452,14 @@ impl Probe {
         self.finished.store(true, Ordering::SeqCst);
         self.ticks.load(Ordering::SeqCst)
     }
+}
+
+/// The result of a wrapped fn whose body runs to completion (bounded: 3 s).
+async fn run_to_completion<T>(call: JoinHandle<T>) -> T {
+    timeout(ms(3_000), call)
+        .await
+        .unwrap_or_else(|_| panic!("the body did not finish"))
+        .unwrap_or_else(|e| panic!("wrapped fn task: {e}"))
 }
 
 /// Signal after 35 ticks (≥ 350 ms: past the first 300 ms lease).
@@ -556,16 +518,11 @@ async fn body_watchdog_false_on_lost_abort(
 /// `.await` (its tick counter stops, `finished` is never set).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attribute_on_lost_abort_drops_the_body_and_returns_lost() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
     let key = full("on-lost:abort");
 
-    let (body, view) = probe(SIGNAL_AFTER);
-    let mut call = tokio::spawn(body_on_lost_abort(locks.clone(), "abort", body));
-    view.signalled
-        .await
-        .unwrap_or_else(|_| panic!("the body never signalled"));
+    let (mut call, view) =
+        spawn_probed(|body| body_on_lost_abort(locks.clone(), "abort", body)).await;
     assert!(
         get(&mut raw, &key).await.is_some(),
         "the watchdog kept the key past its 300 ms TTL"
@@ -605,22 +562,14 @@ async fn attribute_on_lost_abort_drops_the_body_and_returns_lost() {
 /// value is returned. The body itself sees (through `guard = lease`) that the lock was lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attribute_on_lost_continue_runs_the_body_to_completion() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
     let key = full("on-lost:continue");
 
-    let (body, view) = probe(SIGNAL_AFTER);
-    let call = tokio::spawn(body_on_lost_continue(locks.clone(), "continue", body));
-    view.signalled
-        .await
-        .unwrap_or_else(|_| panic!("the body never signalled"));
+    let (call, view) =
+        spawn_probed(|body| body_on_lost_continue(locks.clone(), "continue", body)).await;
     assert!(get(&mut raw, &key).await.is_some());
     del(&mut raw, &key).await;
-    let result = timeout(ms(3_000), call)
-        .await
-        .unwrap_or_else(|_| panic!("the body did not finish"))
-        .unwrap_or_else(|e| panic!("wrapped fn task: {e}"));
+    let result = run_to_completion(call).await;
     eprintln!("on_lost = continue: {result:?}");
     assert!(
         matches!(result, Ok((70, false))),
@@ -634,24 +583,12 @@ async fn attribute_on_lost_continue_runs_the_body_to_completion() {
 /// completion although the key expired (300 ms) and was deleted mid-body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attribute_watchdog_false_runs_the_body_to_completion_despite_loss() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
 
-    let (body, view) = probe(SIGNAL_AFTER);
-    let call = tokio::spawn(body_watchdog_false_on_lost_abort(
-        locks.clone(),
-        "off",
-        body,
-    ));
-    view.signalled
-        .await
-        .unwrap_or_else(|_| panic!("the body never signalled"));
+    let (call, view) =
+        spawn_probed(|body| body_watchdog_false_on_lost_abort(locks.clone(), "off", body)).await;
     del(&mut raw, &full("on-lost:off")).await;
-    let result = timeout(ms(3_000), call)
-        .await
-        .unwrap_or_else(|_| panic!("the body did not finish"))
-        .unwrap_or_else(|e| panic!("wrapped fn task: {e}"));
+    let result = run_to_completion(call).await;
     assert!(matches!(result, Ok(50)), "got {result:?}");
     assert!(view.finished.load(Ordering::SeqCst));
 }
@@ -760,9 +697,7 @@ async fn cycles(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_cycles_leave_no_live_renewals() {
     quiet_intentional_panics();
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
     let mut rng = rng("ten_thousand_cycles");
     let stats = Arc::new(CycleStats::default());
     const TASKS: u64 = 16;
@@ -820,7 +755,7 @@ async fn ten_thousand_cycles_leave_no_live_renewals() {
     // Background releases (drops, cancellations) finish within a bounded time.
     let mut left: Vec<String> = Vec::new();
     for _ in 0..100 {
-        left = query(&mut raw, redis::cmd("KEYS").arg(full("cycle:*")).clone()).await;
+        left = query(&mut raw, redis::cmd("KEYS").arg(full("cycle:*"))).await;
         if left.is_empty() {
             break;
         }
@@ -854,9 +789,7 @@ async fn panics_with_token(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_ttl_refresh_after_the_guard_is_gone() {
     quiet_intentional_panics();
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
     let ttl = ms(600);
     let opts = options(ttl, true);
 
@@ -975,9 +908,7 @@ async fn no_ttl_refresh_after_the_guard_is_gone() {
 /// and `release()` reports `Lost`.
 #[tokio::test(flavor = "current_thread")]
 async fn blocked_current_thread_runtime_reports_the_lease_lost() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
 
     let guard = hold(&locks, "blocked", &options(TTL_300, true)).await;
     std::thread::sleep(2 * TTL_300);
@@ -997,9 +928,7 @@ async fn blocked_current_thread_runtime_reports_the_lease_lost() {
 /// `block_on` thread of a multi-thread runtime): the watchdog keeps renewing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn blocking_outside_the_runtime_keeps_the_lease() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
 
     let guard = hold(&locks, "blocked", &options(TTL_300, true)).await;
     std::thread::sleep(2 * TTL_300);
@@ -1016,29 +945,6 @@ async fn blocking_outside_the_runtime_keeps_the_lease() {
 }
 
 // ---- 5. cost ----------------------------------------------------------------------------------
-
-/// Sum of `calls` per command from `INFO commandstats`, without `info` itself.
-fn commandstats(info: &str) -> (u64, std::collections::BTreeMap<String, u64>) {
-    let mut per_command = std::collections::BTreeMap::new();
-    for line in info.lines() {
-        let Some(rest) = line.strip_prefix("cmdstat_") else {
-            continue;
-        };
-        let Some((name, fields)) = rest.split_once(':') else {
-            continue;
-        };
-        if name == "info" {
-            continue;
-        }
-        let calls = fields
-            .split(',')
-            .find_map(|f| f.strip_prefix("calls="))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        per_command.insert(name.to_owned(), calls);
-    }
-    (per_command.values().sum(), per_command)
-}
 
 #[derive(Debug, Default)]
 struct MonitorCounts {
@@ -1116,9 +1022,7 @@ fn monitor(port: u16, ready: oneshot::Sender<()>) -> MonitorCounts {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_cost_for_1000_locks_is_batched() {
     const LOCKS: usize = 1_000;
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (server, locks, mut raw) = start_with_manager().await;
     let opts = options(ms(3_000), true);
 
     let (ready_tx, ready) = oneshot::channel();
@@ -1140,9 +1044,8 @@ async fn renewal_cost_for_1000_locks_is_batched() {
     let info = |raw: &mut MultiplexedConnection| {
         let mut raw = raw.clone();
         async move {
-            let text: String =
-                query(&mut raw, redis::cmd("INFO").arg("commandstats").clone()).await;
-            commandstats(&text)
+            let text: String = query(&mut raw, redis::cmd("INFO").arg("commandstats")).await;
+            parse_commandstats(&text)
         }
     };
     let (before, _) = info(&mut raw).await;
@@ -1151,7 +1054,7 @@ async fn renewal_cost_for_1000_locks_is_batched() {
     tokio::time::sleep_until(held_from + ms(4_000)).await;
     let (after, per_command_after) = info(&mut raw).await;
     let window = window_start.elapsed();
-    let _: String = query(&mut raw, redis::cmd("ECHO").arg(MONITOR_END).clone()).await;
+    let _: String = query(&mut raw, redis::cmd("ECHO").arg(MONITOR_END)).await;
     let seen = timeout(ms(10_000), monitor)
         .await
         .unwrap_or_else(|_| panic!("MONITOR reader did not stop"))
@@ -1177,13 +1080,11 @@ async fn renewal_cost_for_1000_locks_is_batched() {
     // Keys outlived their 3 s TTL only through renewals, which happened during the window.
     let alive: i64 = query(
         &mut raw,
-        redis::cmd("EXISTS")
-            .arg(
-                (0..LOCKS)
-                    .map(|i| full(&format!("cost:{i}")))
-                    .collect::<Vec<_>>(),
-            )
-            .clone(),
+        redis::cmd("EXISTS").arg(
+            (0..LOCKS)
+                .map(|i| full(&format!("cost:{i}")))
+                .collect::<Vec<_>>(),
+        ),
     )
     .await;
     assert_eq!(alive, LOCKS as i64, "every lock survived its 3 s TTL");
@@ -1217,9 +1118,7 @@ async fn renewal_cost_for_1000_locks_is_batched() {
 /// max_hold, acquired at the same moment) is still held and renewed after that.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_hold_stops_renewing_and_reports_lost() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
     let max_hold = 2 * TTL_300;
 
     let started = Instant::now();
@@ -1276,7 +1175,7 @@ async fn max_hold_stops_renewing_and_reports_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_hold_shorter_than_the_renew_interval_reports_lost_on_time() {
     let server = RedisServer::start();
-    let locks = connect(&server).await;
+    let locks = manager(&server).await;
     let ttl = ms(1_500);
     let max_hold = ms(200);
 
@@ -1307,7 +1206,7 @@ async fn max_hold_shorter_than_the_renew_interval_reports_lost_on_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_racing_a_renewal_never_resurrects_the_key() {
     let server = RedisServer::start();
-    let locks = connect(&server).await;
+    let locks = manager(&server).await;
     let mut rng = rng("release_racing_a_renewal");
     let ok = Arc::new(AtomicU64::new(0));
     let lost = Arc::new(AtomicU64::new(0));
@@ -1384,9 +1283,7 @@ async fn release_racing_a_renewal_never_resurrects_the_key() {
 /// keep it (renewing every ~100 ms with the new TTL), not let it lapse at ~300 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extend_to_a_shorter_ttl_keeps_the_watchdog_renewing() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
-    let mut raw = server.connection().await;
+    let (_server, locks, mut raw) = start_with_manager().await;
 
     let mut guard = hold(&locks, "extended", &options(ms(3_000), true)).await;
     guard
