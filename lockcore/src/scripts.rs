@@ -33,23 +33,30 @@ return {0, redis.call('PTTL', KEYS[1])}
 ///   `ARGV[4]` how long a queue entry lives without a refresh, in ms, `ARGV[5]` the pub/sub
 ///   channel that wakes this waiter
 ///
-/// Waiters whose entry expired are dropped from the head of the queue (server clock, `TIME`).
-/// The key is acquired when it holds this token (a release handed it over), or when it is free
-/// and nobody live is queued ahead. Returns `{1, fencing_token}` when acquired, otherwise
+/// With no queue, this is `SET NX PX` plus the fencing `INCR`. Otherwise, waiters whose entry
+/// expired are dropped from the head of the queue (server clock, `TIME`), and the key is
+/// acquired when it holds this token (a release handed it over), or when it is free and nobody
+/// live is queued ahead. Returns `{1, fencing_token}` when acquired, otherwise
 /// `{0, pttl_ms}` (`0`: the key is free but a waiter ahead has the turn).
 pub(crate) static ACQUIRE_QUEUED: Lazy<Script> = Lazy::new(|| {
     Script::new(
         r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local queued = redis.call('EXISTS', KEYS[3]) == 1
+if not queued and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, redis.call('INCR', KEYS[2])}
+end
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('LREM', KEYS[3], 0, ARGV[1])
-  redis.call('HDEL', KEYS[4], ARGV[1])
+  if queued then
+    redis.call('LREM', KEYS[3], 0, ARGV[1])
+    redis.call('HDEL', KEYS[4], ARGV[1])
+  end
   return {1, redis.call('INCR', KEYS[2])}
 end
-local head = redis.call('LINDEX', KEYS[3], 0)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local head = queued and redis.call('LINDEX', KEYS[3], 0)
 while head do
   local entry = redis.call('HGET', KEYS[4], head)
   if entry and tonumber(string.match(entry, '^(%d+)')) > now then break end
@@ -80,8 +87,8 @@ return {0, 0}
     )
 });
 
-/// Release on a single node, with hand-off: compare-and-delete, then give the lock straight to
-/// the first live waiter in the queue and wake it. Also takes this token out of the queue, so
+/// Release on a single node, with hand-off: compare-and-delete (just that when nobody is
+/// queued), then give the lock straight to the first live waiter in the queue and wake it. Also takes this token out of the queue, so
 /// the same script withdraws a waiter that gives up.
 ///
 /// - `KEYS[1]` lock key, `KEYS[2]` waiter queue, `KEYS[3]` waiter entries (see
@@ -94,6 +101,12 @@ return {0, 0}
 pub(crate) static RELEASE_HANDOFF: Lazy<Script> = Lazy::new(|| {
     Script::new(
         r"
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+  end
+  return 0
+end
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
