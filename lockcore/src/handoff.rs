@@ -26,7 +26,7 @@
 //! Redlock managers and `LockOptions::handoff(false)` use plain jittered backoff instead.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -64,6 +64,9 @@ pub(crate) struct Handoff {
     channel: String,
     waiters: Mutex<HashMap<String, Arc<Notify>>>,
     listening: AtomicBool,
+    /// Counts listener starts, so that a stale listener's exit never clears a newer one's
+    /// `listening`.
+    generation: AtomicU64,
     opening: AtomicBool,
     starting: tokio::sync::Mutex<()>,
     shutdown: Arc<Notify>,
@@ -82,6 +85,7 @@ impl Handoff {
             channel: format!("lockcore:wake:{}", uuid::Uuid::new_v4().simple()),
             waiters: Mutex::default(),
             listening: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
             opening: AtomicBool::new(false),
             starting: tokio::sync::Mutex::new(()),
             shutdown: Arc::new(Notify::new()),
@@ -149,9 +153,14 @@ impl Handoff {
         .await;
         match subscribed {
             Ok(Ok(pubsub)) => {
+                let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
                 self.listening.store(true, Ordering::Release);
+                let listening = Listening {
+                    handoff: Arc::downgrade(self),
+                    generation,
+                };
                 tokio::spawn(listen(
-                    Arc::downgrade(self),
+                    listening,
                     pubsub.into_on_message(),
                     Arc::clone(&self.shutdown),
                 ));
@@ -169,9 +178,30 @@ impl Handoff {
     }
 }
 
+/// Marks the listener stopped when its task ends, also when a runtime that shut down drops the
+/// task, so that the next waiter subscribes again (on its own runtime).
+struct Listening {
+    handoff: Weak<Handoff>,
+    generation: u64,
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if let Some(handoff) = self.handoff.upgrade()
+            && handoff.generation.load(Ordering::Acquire) == self.generation
+        {
+            handoff.listening.store(false, Ordering::Release);
+            // Waiters re-check now rather than at their next refresh.
+            for wake in handoff.waiters().values() {
+                wake.notify_one();
+            }
+        }
+    }
+}
+
 /// Delivers wake-ups until the connection ends or the manager is gone.
 async fn listen(
-    handoff: Weak<Handoff>,
+    listening: Listening,
     mut messages: redis::aio::PubSubStream,
     shutdown: Arc<Notify>,
 ) {
@@ -180,7 +210,7 @@ async fn listen(
             message = messages.next() => message,
             () = shutdown.notified() => return,
         };
-        let Some(handoff) = handoff.upgrade() else {
+        let Some(handoff) = listening.handoff.upgrade() else {
             return;
         };
         match message {
@@ -192,13 +222,9 @@ async fn listen(
                 }
             }
             None => {
-                // The connection is gone (e.g. `CLIENT KILL TYPE pubsub`): wake every waiter
-                // so that it re-checks now and the next registration subscribes again.
+                // The connection is gone (e.g. `CLIENT KILL TYPE pubsub`); `listening` wakes
+                // every waiter as it drops, and the next registration subscribes again.
                 tracing::warn!("lock hand-off subscription lost; waiters re-check and resubscribe");
-                handoff.listening.store(false, Ordering::Release);
-                for wake in handoff.waiters().values() {
-                    wake.notify_one();
-                }
                 return;
             }
         }

@@ -170,7 +170,11 @@ impl LockManager {
             .map(Handoff::channel);
         loop {
             let token = call_token.clone().unwrap_or_else(new_token);
-            match self.attempt(&key, token, opts, wake_channel).await? {
+            let give_up_at = started + opts.wait_budget();
+            match self
+                .attempt(&key, token, opts, wake_channel, Some(give_up_at))
+                .await?
+            {
                 Attempt::Acquired(guard) => {
                     if let Some(waiter) = waiter {
                         waiter.acquired();
@@ -221,7 +225,7 @@ impl LockManager {
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
-        match self.attempt(&key, new_token(), opts, None).await? {
+        match self.attempt(&key, new_token(), opts, None, None).await? {
             Attempt::Acquired(guard) => Ok(Some(guard)),
             Attempt::Held { .. } => Ok(None),
         }
@@ -240,6 +244,7 @@ impl LockManager {
         token: String,
         opts: &LockOptions,
         wake_channel: Option<&str>,
+        give_up_at: Option<Instant>,
     ) -> Result<Attempt, LockError> {
         let attempt_start = Instant::now();
         let ttl = opts.ttl();
@@ -263,13 +268,28 @@ impl LockManager {
                     Vote::Lost { holder_ttl } => holder_ttl,
                     Vote::Won { .. } => None,
                 };
-                if self.inner.nodes.len() > 1 {
-                    // Some nodes may hold this attempt's token: take it back from all of them.
-                    // Errors are fine here: a node that cannot be reached expires it by TTL.
-                    let _ = self.inner.nodes.release(key, &token, ttl).await;
-                }
                 pending.disarm();
+                if let Some(node_timeout) = self.inner.nodes.node_timeout(ttl) {
+                    // Some nodes may hold this attempt's token: take it back from all of them.
+                    // Wait at most one node timeout, and never past the wait budget; a node
+                    // still silent then gets the release in the background (it runs after this
+                    // attempt's `SET`: same connection).
+                    let limit = give_up_at.map_or(node_timeout, |at| {
+                        node_timeout.min(at.saturating_duration_since(Instant::now()))
+                    });
+                    let cleanup = self.inner.nodes.release(key, &token, ttl);
+                    if tokio::time::timeout(limit, cleanup).await.is_err() {
+                        self.spawn_release(key.to_owned(), token, ttl);
+                    }
+                }
                 Ok(Attempt::Held { holder_ttl })
+            }
+            Err(err) if self.inner.nodes.len() > 1 => {
+                // Redlock: some nodes may hold the token; clean up without waiting on the
+                // unreachable ones.
+                pending.disarm();
+                self.spawn_release(key.to_owned(), token, ttl);
+                Err(err)
             }
             Err(err) => {
                 // The SET may have been applied even though its reply was lost.

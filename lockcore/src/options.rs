@@ -17,7 +17,7 @@ use crate::LockError;
 /// | [`retry_base`](Self::retry_base) | 50 ms | 1 ms ..= `retry_cap` |
 /// | [`retry_cap`](Self::retry_cap) | 1 s | `retry_base` ..= `MAX_WAIT` |
 /// | [`watchdog`](Self::watchdog) | off | renew the lease every ttl/3 while the guard lives |
-/// | [`max_hold`](Self::max_hold) | none | stop renewing after this long; the guard is then lost |
+/// | [`max_hold`](Self::max_hold) | none | 1 ns ..= [`MAX_HOLD`](Self::MAX_HOLD); stop renewing after this long, the guard is then lost |
 /// | [`handoff`](Self::handoff) | on | queue fairly and be woken by the release (single node) instead of polling |
 ///
 /// ```
@@ -60,6 +60,8 @@ impl Default for LockOptions {
 impl LockOptions {
     /// The largest accepted TTL: 7 days.
     pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+    /// The largest accepted [`max_hold`](Self::max_hold): 30 days.
+    pub const MAX_HOLD: Duration = Duration::from_secs(30 * 24 * 3600);
     /// The largest accepted wait budget (and retry cap): 1 hour.
     pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 
@@ -180,6 +182,14 @@ impl LockOptions {
                 Self::MAX_WAIT
             ));
         }
+        if let Some(max_hold) = self.max_hold
+            && (max_hold.is_zero() || max_hold > Self::MAX_HOLD)
+        {
+            return invalid(format!(
+                "max_hold is {max_hold:?}; expected more than zero and at most {:?}",
+                Self::MAX_HOLD
+            ));
+        }
         if self.retry_base < Duration::from_millis(1) {
             return invalid(format!(
                 "retry_base is {:?}; expected at least 1 ms",
@@ -268,6 +278,8 @@ mod tests {
             LockOptions::default()
                 .retry_base(Duration::from_millis(100))
                 .retry_cap(Duration::from_millis(10)),
+            LockOptions::default().max_hold(Duration::ZERO),
+            LockOptions::default().max_hold(Duration::MAX),
         ];
         for o in bad {
             assert!(o.validate().is_err(), "{o:?} should be rejected");

@@ -82,7 +82,7 @@ impl Nodes {
     }
 
     /// The per-node bound for a lease of `ttl`: the configured node timeout, or ttl/10.
-    fn node_timeout(&self, ttl: Duration) -> Option<Duration> {
+    pub(crate) fn node_timeout(&self, ttl: Duration) -> Option<Duration> {
         self.is_redlock().then(|| {
             self.node_timeout
                 .unwrap_or(ttl / 10)

@@ -47,6 +47,9 @@ struct Registry {
     entries: HashMap<u64, Entry>,
     next_id: u64,
     running: bool,
+    /// Counts scheduler starts, so that a stale scheduler's exit never clears a newer one's
+    /// `running`.
+    generation: u64,
 }
 
 #[derive(Debug)]
@@ -105,7 +108,7 @@ impl Watchdog {
         nodes: &Nodes,
         runtime: &Handle,
     ) -> Registration {
-        let hold_until = max_hold.map(|d| lease.acquired_at + d);
+        let hold_until = max_hold.and_then(|d| lease.acquired_at.checked_add(d));
         let (id, start) = {
             let mut registry = self.lock();
             let id = registry.next_id;
@@ -118,12 +121,21 @@ impl Watchdog {
                     hold_until,
                 },
             );
-            let start = !registry.running;
-            registry.running = true;
+            let start = (!registry.running).then(|| {
+                registry.running = true;
+                registry.generation = registry.generation.wrapping_add(1);
+                registry.generation
+            });
             (id, start)
         };
-        if start {
-            runtime.spawn(run(Arc::clone(self), nodes.clone()));
+        if let Some(generation) = start {
+            // The caller's runtime if it has one: the manager's own may have shut down.
+            let runtime = Handle::try_current().unwrap_or_else(|_| runtime.clone());
+            let running = Running {
+                watchdog: Arc::clone(self),
+                generation,
+            };
+            runtime.spawn(run(running, nodes.clone()));
         } else {
             self.wake.notify_one();
         }
@@ -241,9 +253,27 @@ struct Plan {
     wake_at: Option<Instant>,
 }
 
+/// Marks the scheduler stopped when its task ends, also when a runtime that shut down drops
+/// the task (even unpolled: it is moved into the task), so that the next registration starts
+/// a new scheduler.
+struct Running {
+    watchdog: Arc<Watchdog>,
+    generation: u64,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut registry = self.watchdog.lock();
+        if registry.generation == self.generation {
+            registry.running = false;
+        }
+    }
+}
+
 /// The scheduler loop. Ends when nothing is registered (every registered lease keeps its
 /// manager, and so this watchdog, alive).
-async fn run(dog: Arc<Watchdog>, nodes: Nodes) {
+async fn run(running: Running, nodes: Nodes) {
+    let dog = &running.watchdog;
     loop {
         let Some(plan) = dog.plan(Instant::now()) else {
             return;

@@ -137,9 +137,28 @@ fn millis(value: &Expr, name: &str) -> syn::Result<u64> {
             diagnostics::bad_int_suffix(name, lit.suffix()),
         ));
     }
-    lit.base10_parse::<u64>()
-        .map_err(|_| syn::Error::new(lit.span(), diagnostics::int_out_of_range(name)))
+    let value = lit
+        .base10_parse::<u64>()
+        .map_err(|_| syn::Error::new(lit.span(), diagnostics::int_out_of_range(name)))?;
+    // The runtime's limits (`LockOptions::MAX_TTL`, `LockOptions::MAX_WAIT`), checked here so
+    // that an out-of-range literal fails at compile time instead of on every call.
+    let (max, meaning) = match name {
+        "ttl_ms" => (MAX_TTL_MS, "7 days, in milliseconds"),
+        _ => (MAX_WAIT_MS, "1 hour, in milliseconds"),
+    };
+    if value > max {
+        return Err(syn::Error::new(
+            lit.span(),
+            diagnostics::int_above_max(name, max, meaning),
+        ));
+    }
+    Ok(value)
 }
+
+/// `lockcore::LockOptions::MAX_TTL` in milliseconds.
+const MAX_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
+/// `lockcore::LockOptions::MAX_WAIT` in milliseconds.
+const MAX_WAIT_MS: u64 = 3600 * 1000;
 
 fn boolean(value: &Expr) -> syn::Result<bool> {
     match literal(value) {
@@ -240,6 +259,21 @@ mod tests {
         assert!(!config.watchdog);
         assert_eq!(config.on_lost, OnLost::Continue);
         assert_eq!(config.guard.map(|g| g.to_string()).as_deref(), Some("g"));
+    }
+
+    #[test]
+    fn durations_above_the_runtime_limits() {
+        assert_eq!(
+            error(quote!(key = "k", ttl_ms = 604_800_001)),
+            "`ttl_ms` is at most 604800000 (7 days, in milliseconds)"
+        );
+        assert_eq!(
+            error(quote!(key = "k", wait_ms = 3_600_001)),
+            "`wait_ms` is at most 3600000 (1 hour, in milliseconds)"
+        );
+        assert!(
+            Config::parse(quote!(key = "k", ttl_ms = 604_800_000, wait_ms = 3_600_000)).is_ok()
+        );
     }
 
     #[test]

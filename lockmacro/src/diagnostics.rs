@@ -43,6 +43,10 @@ pub(crate) fn int_out_of_range(name: &str) -> String {
     format!("`{name}` does not fit in a `u64`")
 }
 
+pub(crate) fn int_above_max(name: &str, max: u64, meaning: &str) -> String {
+    format!("`{name}` is at most {max} ({meaning})")
+}
+
 pub(crate) const TTL_ZERO: &str = "`ttl_ms` must be greater than 0";
 
 pub(crate) const WATCHDOG_NOT_BOOL: &str = "expected `true` or `false` for `watchdog`";

@@ -102,7 +102,16 @@ fn key_expr(key: &LitStr, params: &Params) -> syn::Result<TokenStream> {
     }
     errors.finish()?;
     if args.is_empty() {
-        return Ok(quote_spanned!(span=> ::std::string::String::from(#key)));
+        // Literal text only; `<<` has been unescaped by the parser.
+        let text: String = segments
+            .iter()
+            .filter_map(|segment| match segment {
+                Segment::Literal(text) => Some(text.as_str()),
+                Segment::Placeholder(_) => None,
+            })
+            .collect();
+        let text = LitStr::new(&text, span);
+        return Ok(quote_spanned!(span=> ::std::string::String::from(#text)));
     }
     let format = LitStr::new(&template::format_string(&segments), span);
     Ok(quote_spanned!(span=> ::std::format!(#format, #(#args),*)))

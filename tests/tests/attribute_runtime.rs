@@ -665,3 +665,29 @@ fn c18_decorated_tests_are_listed_exactly_once() {
         assert_eq!(count, 1, "{name} listed {count} times in:\n{listing}");
     }
 }
+
+/// Key templates render byte for byte: `<<` is a literal `<` with or without placeholders,
+/// braces stay (hash tags), other text is copied.
+#[distributed_lock(key = "a<<b{tag}", manager = m, wait_ms = 0, guard = g)]
+async fn literal_template(m: &LockManager) -> Result<String, AppError> {
+    Ok(g.key().to_owned())
+}
+
+#[distributed_lock(key = "a<<b{tag}:<id>", manager = m, wait_ms = 0, guard = g)]
+async fn placeholder_template(m: &LockManager, id: u64) -> Result<String, AppError> {
+    Ok(g.key().to_owned())
+}
+
+#[tokio::test]
+async fn key_templates_render_escapes_and_braces_literally() {
+    let server = RedisServer::start();
+    let m = manager(&server).await;
+    assert_eq!(
+        literal_template(&m).await.expect("literal"),
+        full("a<b{tag}")
+    );
+    assert_eq!(
+        placeholder_template(&m, 7).await.expect("placeholder"),
+        full("a<b{tag}:7")
+    );
+}

@@ -896,3 +896,36 @@ async fn restart_with_appendfsync_always_keeps_one_holder() {
         outcome.a_fencing
     );
 }
+
+// ---- wait budget -----------------------------------------------------------------------------
+
+/// A silent node cannot stretch the wait budget: 5 nodes, one blackholed, a long node timeout
+/// (1 s), the key held by another holder on three of the live nodes. An acquire with a 300 ms
+/// budget returns `Contended` close to 300 ms, not after the silent node's timeout; the losing
+/// rounds' cleanup of the silent node goes on in the background.
+#[tokio::test]
+async fn contended_redlock_honours_the_wait_budget_with_a_silent_node() {
+    let Cluster {
+        proxies,
+        mut raw,
+        managers,
+        _servers,
+    } = cluster(1, Duration::from_secs(1)).await;
+    let key = "budget:1";
+    for con in &mut raw[1..4] {
+        set_px(con, &full(key), "other-holder", 20_000).await;
+    }
+    proxies[4].set_blackhole(true);
+    let opts = LockOptions::new(Duration::from_secs(10)).wait(Duration::from_millis(300));
+    let started = Instant::now();
+    let err = managers[0]
+        .acquire(key, &opts)
+        .await
+        .expect_err("three of five nodes are held by another holder");
+    let elapsed = started.elapsed();
+    assert!(err.is_contended(), "{err:?}");
+    assert!(
+        elapsed < Duration::from_millis(300) + SLACK,
+        "a 300 ms budget took {elapsed:?}"
+    );
+}
