@@ -172,7 +172,7 @@ impl LockManagerBuilder {
             handoff.subscribe().await;
         }
         Ok(LockManager::new(
-            Nodes::new(conns, self.node_timeout),
+            Nodes::new(conns, self.node_timeout, self.key_prefix.clone()),
             handoff,
             self.key_prefix,
             self.default_options,

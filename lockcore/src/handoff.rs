@@ -44,12 +44,14 @@ pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
 /// The longest the pub/sub connection may take to open and subscribe.
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// The waiter queue and its entries for `lock_key`, both in the lock key's cluster slot.
-pub(crate) fn queue_keys(lock_key: &str) -> (String, String) {
+/// The waiter queue and its entries for `lock_key` (prefix included): under the same prefix
+/// (so an ACL on `~<prefix>*` covers them), and in the lock key's cluster slot.
+pub(crate) fn queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
     let tag = crate::slot::tag_for(lock_key);
+    let name = lock_key.strip_prefix(prefix).unwrap_or(lock_key);
     (
-        format!("{QUEUE_NAME}{{{tag}}}{lock_key}"),
-        format!("{ENTRIES_NAME}{{{tag}}}{lock_key}"),
+        format!("{prefix}{QUEUE_NAME}{{{tag}}}{name}"),
+        format!("{prefix}{ENTRIES_NAME}{{{tag}}}{name}"),
     )
 }
 

@@ -1,4 +1,4 @@
-#![doc = include_str!("../../README.md")]
+#![doc = include_str!("../README.md")]
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod builder;

@@ -30,6 +30,11 @@ use crate::{LockError, LockOptions};
 ///   refused) or two response timeouts (a server that does not answer: the attempt, then its
 ///   cleanup); it never turns into [`LockError::Contended`].
 /// - Keys are the prefix (default `"lock:"`) followed by the caller's key, byte for byte.
+/// - Background work (the watchdog, hand-off wake-ups, releases of dropped guards) runs on the
+///   caller's tokio runtime, or on the one the manager was built on. A manager outlives a
+///   runtime that shuts down, but the connection made on that runtime breaks: the next command
+///   fails with [`LockError::Redis`] and the connection is re-made on the caller's runtime.
+///   With a runtime per test (`#[tokio::test]`), build a manager per test.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), lockcore::LockError> {
@@ -212,9 +217,10 @@ impl LockManager {
         }
     }
 
-    /// Makes exactly one attempt to acquire `key`.
+    /// Makes exactly one attempt to acquire `key`. It never joins the waiter queue.
     ///
-    /// Returns `Ok(None)` when another holder has the key; `opts`' wait budget is ignored.
+    /// Returns `Ok(None)` when another holder has the key, or (single node) when the key is free
+    /// but a live waiter is queued ahead; `opts`' wait budget is ignored.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire), except that it never returns

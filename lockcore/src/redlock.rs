@@ -49,6 +49,8 @@ pub(crate) struct Nodes {
     conns: Vec<ConnectionManager>,
     /// Bound on each node's reply in Redlock mode; `None`: the connection's response timeout.
     node_timeout: Option<Duration>,
+    /// The manager's key prefix, under which the waiter queue keys live.
+    key_prefix: String,
 }
 
 /// The outcome of one acquire round.
@@ -61,10 +63,15 @@ pub(crate) enum Vote {
 }
 
 impl Nodes {
-    pub(crate) fn new(conns: Vec<ConnectionManager>, node_timeout: Option<Duration>) -> Self {
+    pub(crate) fn new(
+        conns: Vec<ConnectionManager>,
+        node_timeout: Option<Duration>,
+        key_prefix: String,
+    ) -> Self {
         Nodes {
             conns,
             node_timeout,
+            key_prefix,
         }
     }
 
@@ -148,7 +155,7 @@ impl Nodes {
         let ttl_ms = duration_ms(ttl);
         let single = !self.is_redlock();
         let queue = if single {
-            Some(handoff::queue_keys(key))
+            Some(handoff::queue_keys(&self.key_prefix, key))
         } else {
             None
         };
@@ -242,7 +249,7 @@ impl Nodes {
         let queue = if self.is_redlock() {
             None
         } else {
-            Some(handoff::queue_keys(key))
+            Some(handoff::queue_keys(&self.key_prefix, key))
         };
         let queue = queue.as_ref();
         self.fan_out(
