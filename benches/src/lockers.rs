@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -42,9 +41,12 @@ pub(crate) struct Budget {
 pub(crate) enum Kind {
     /// Raw redis-rs: `MultiplexedConnection`, TCP_NODELAY, `SET NX PX` + `EVALSHA` release.
     Floor,
-    /// lockcore with plain jittered backoff (`handoff(false)` once that option exists).
+    /// The floor, but acquiring with one `EVALSHA` that runs `SET NX PX` and `INCR`s a
+    /// counter: the least a lock that hands out fencing tokens sends (B1 only, for reference).
+    FloorFenced,
+    /// lockcore with `handoff(false)`: plain jittered backoff.
     Lockcore,
-    /// lockcore with pushed wake-ups (`handoff(true)`); skipped while lockcore lacks it.
+    /// lockcore with `handoff(true)` (its default): a server-side queue and pushed wake-ups.
     LockcoreHandoff,
     Rslock,
     AsyncRedisLock,
@@ -55,8 +57,9 @@ impl Kind {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Floor => "floor (raw redis-rs)",
+            Kind::FloorFenced => "floor + fencing token (raw redis-rs)",
             Kind::Lockcore => "lockcore (backoff)",
-            Kind::LockcoreHandoff => "lockcore (handoff)",
+            Kind::LockcoreHandoff => "lockcore (handoff, default)",
             Kind::Rslock => "rslock 0.10",
             Kind::AsyncRedisLock => "async-redis-lock 0.4",
             Kind::Rlock => "rlock 0.2",
@@ -66,9 +69,11 @@ impl Kind {
     /// How the implementation talks to Redis, as configured here (its documented constructor).
     pub(crate) fn connection_model(self) -> &'static str {
         match self {
-            Kind::Floor => "one `MultiplexedConnection` per node, TCP_NODELAY on",
+            Kind::Floor | Kind::FloorFenced => {
+                "one `MultiplexedConnection` per node, TCP_NODELAY on"
+            }
             Kind::Lockcore | Kind::LockcoreHandoff => {
-                "one `ConnectionManager` (multiplexed, reconnecting) per node, TCP_NODELAY on; scripts preloaded"
+                "one `ConnectionManager` (multiplexed, reconnecting) per node, TCP_NODELAY on, scripts preloaded; one node: plus one pub/sub connection per manager for wake-ups"
             }
             Kind::Rslock => {
                 "one lazily opened `MultiplexedConnection` per node behind a tokio `Mutex`, TCP_NODELAY off (redis-rs default)"
@@ -86,42 +91,21 @@ impl Kind {
     pub(crate) fn retry_policy(self) -> &'static str {
         match self {
             Kind::Floor => "none (one `SET NX PX`; used uncontended only)",
+            Kind::FloorFenced => {
+                "none (one `EVALSHA` running `SET NX PX` and, when set, `INCR` of a counter: a fencing token as lockcore mints one; used uncontended only)"
+            }
             Kind::Lockcore => {
                 "`acquire`: exponential backoff, full jitter, base 50 ms, cap 1 s (defaults), wait 5 s"
             }
-            Kind::LockcoreHandoff => "`acquire` with `handoff(true)`, wait 5 s",
+            Kind::LockcoreHandoff => {
+                "`acquire`, `handoff(true)` (default): queued in Redis, woken by the release; re-checks every 250 ms; wait 5 s"
+            }
             Kind::Rslock => {
                 "`lock()` (3 tries, uniform 0-200 ms apart: defaults) called again until 5 s have passed, as its `acquire` loops forever"
             }
             Kind::AsyncRedisLock => "fixed 100 ms retry (default), `timeout(Some(5 s))`",
             Kind::Rlock => "fixed 100 ms retry (default), `lock_timeout(Some(5 s))`",
         }
-    }
-}
-
-/// Whether `LockOptions::handoff` exists in this lockcore. See [`HandoffFallback`].
-pub(crate) fn handoff_available() -> bool {
-    let _ = LockOptions::default().handoff(true);
-    !HANDOFF_MISSING.load(Ordering::Relaxed)
-}
-
-static HANDOFF_MISSING: AtomicBool = AtomicBool::new(false);
-
-/// A stand-in for `LockOptions::handoff(bool)`, which is being added to lockcore.
-///
-/// Method resolution prefers inherent methods over trait methods, so `opts.handoff(on)` calls
-/// lockcore's own setter as soon as it exists, and this fallback until then. The fallback
-/// changes nothing and records that the mode is missing, so the handoff rows say "n/a" instead
-/// of silently measuring the backoff mode twice.
-#[allow(dead_code)] // unused once lockcore has its own `handoff`
-trait HandoffFallback: Sized {
-    fn handoff(self, on: bool) -> Self;
-}
-
-impl HandoffFallback for LockOptions {
-    fn handoff(self, _on: bool) -> Self {
-        HANDOFF_MISSING.store(true, Ordering::Relaxed);
-        self
     }
 }
 
@@ -154,7 +138,8 @@ pub(crate) use with_locker;
 /// loaded before anything is measured.
 pub(crate) async fn connect(kind: Kind, urls: &[String], budget: Budget) -> Result<Impl, String> {
     let imp = match kind {
-        Kind::Floor => Impl::Floor(Arc::new(Floor::connect(urls, budget).await?)),
+        Kind::Floor => Impl::Floor(Arc::new(Floor::connect(urls, budget, false).await?)),
+        Kind::FloorFenced => Impl::Floor(Arc::new(Floor::connect(urls, budget, true).await?)),
         Kind::Lockcore => Impl::Lockcore(Arc::new(Lockcore::connect(urls, budget, false).await?)),
         Kind::LockcoreHandoff => {
             Impl::Lockcore(Arc::new(Lockcore::connect(urls, budget, true).await?))
@@ -206,12 +191,29 @@ return 0
     )
 });
 
+/// The fenced floor's acquire: `SET NX PX`, and on success `INCR` of the fencing counter.
+static ACQUIRE_FENCED: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
+    Script::new(
+        r"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return 0
+",
+    )
+});
+
+/// The fencing counter of the fenced floor.
+const FENCE_COUNTER: &str = "bench:floor:fence";
+
 /// The floor: what any Redis lock has to send at least. One node: `SET key token NX PX ttl`,
 /// then `EVALSHA` compare-and-delete. N nodes: the same to all of them in parallel, quorum
 /// N/2 + 1, without Redlock's validity bookkeeping. No retry: it is measured uncontended.
 pub(crate) struct Floor {
     conns: Vec<MultiplexedConnection>,
     ttl_ms: u64,
+    /// Acquire with [`ACQUIRE_FENCED`] instead of `SET NX PX`.
+    fenced: bool,
 }
 
 pub(crate) struct FloorGuard {
@@ -220,19 +222,22 @@ pub(crate) struct FloorGuard {
 }
 
 impl Floor {
-    async fn connect(urls: &[String], budget: Budget) -> Result<Floor, String> {
+    async fn connect(urls: &[String], budget: Budget, fenced: bool) -> Result<Floor, String> {
         let mut conns = Vec::with_capacity(urls.len());
         for url in urls {
             let mut conn = nodelay_connection(url).await?;
-            RELEASE
-                .load_async(&mut conn)
-                .await
-                .map_err(|e| e.to_string())?;
+            for script in [&*RELEASE, &*ACQUIRE_FENCED] {
+                script
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
             conns.push(conn);
         }
         Ok(Floor {
             conns,
             ttl_ms: u64::try_from(budget.ttl.as_millis()).unwrap_or(u64::MAX),
+            fenced,
         })
     }
 
@@ -269,13 +274,23 @@ impl Locker for Floor {
         let set = |mut conn: MultiplexedConnection| {
             let token = &token;
             async move {
+                if self.fenced {
+                    let fence = ACQUIRE_FENCED
+                        .key(key)
+                        .key(FENCE_COUNTER)
+                        .arg(token)
+                        .arg(self.ttl_ms)
+                        .invoke_async::<u64>(&mut conn)
+                        .await?;
+                    return Ok((fence > 0).then_some(()));
+                }
                 redis::cmd("SET")
                     .arg(key)
                     .arg(token)
                     .arg("NX")
                     .arg("PX")
                     .arg(self.ttl_ms)
-                    .query_async::<Option<String>>(&mut conn)
+                    .query_async::<Option<()>>(&mut conn)
                     .await
             }
         };
@@ -302,7 +317,9 @@ impl Locker for Floor {
             if self.conns.len() > 1 {
                 let _ = self.release_all(key, &token).await;
             }
-            Err(AcqError::Failed("floor: key held (the floor does not retry)".to_owned()))
+            Err(AcqError::Failed(
+                "floor: key held (the floor does not retry)".to_owned(),
+            ))
         }
     }
 

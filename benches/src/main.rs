@@ -1,1 +1,265 @@
-fn main() {}
+//! Benchmarks of lockcore against a raw redis-rs floor and the peer crates `rslock`,
+//! `async-redis-lock` and `rlock`, all measured in the same run against private redis-server
+//! processes on 127.0.0.1.
+//!
+//! ```text
+//! cargo run --release -p lockcore-benches              # everything, ~3-4 min; writes benches/RESULTS.md
+//! cargo run --release -p lockcore-benches -- --quick   # short cells, a smoke run; writes nothing
+//! cargo run --release -p lockcore-benches -- --only b2,b3
+//! ```
+//!
+//! See `benches/README.md` for what each scenario measures and how.
+
+mod lockers;
+mod monitor;
+mod pin;
+mod report;
+mod scenarios;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+
+use crate::lockers::Kind;
+use crate::report::{Env, Results};
+use crate::scenarios::Config;
+
+/// Benchmarks lockcore against raw redis-rs and peer crates, on private redis-server processes.
+#[derive(Debug, Parser)]
+#[command(name = "lockcore-benches")]
+struct Args {
+    /// Short cells: a smoke run for development. Does not write RESULTS.md unless --out is given.
+    #[arg(long)]
+    quick: bool,
+    /// Run only these scenarios (comma-separated): b1, b2, b3, b4, b5.
+    #[arg(long, value_delimiter = ',', value_parser = ["b1", "b2", "b3", "b4", "b5"])]
+    only: Vec<String>,
+    /// Write the report here (default: benches/RESULTS.md for a full run of all scenarios).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The tokio runtime of the latency scenarios B1, B3 and B4 (B2 and B5 always use the
+    /// multi-thread runtime).
+    #[arg(long, value_enum, default_value_t = Flavor::CurrentThread)]
+    latency_runtime: Flavor,
+    /// Do not pin the client to CPU 0 and the redis-servers to CPU 1.
+    #[arg(long)]
+    no_pin: bool,
+}
+
+/// A tokio runtime flavor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Flavor {
+    /// One thread: the client's own cost, without cross-thread wake-ups.
+    CurrentThread,
+    /// One worker per core.
+    MultiThread,
+}
+
+impl Flavor {
+    fn describe(self) -> &'static str {
+        match self {
+            Flavor::CurrentThread => "current-thread",
+            Flavor::MultiThread => "multi-thread",
+        }
+    }
+}
+
+/// Runs `fut` to completion on a fresh runtime of `flavor`; the runtime (and every task that
+/// the scenario left behind) is gone when this returns.
+fn block<F: std::future::Future>(flavor: Flavor, fut: F) -> Result<F::Output, String> {
+    let mut builder = match flavor {
+        Flavor::CurrentThread => tokio::runtime::Builder::new_current_thread(),
+        Flavor::MultiThread => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = builder
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a tokio runtime: {e}"))?;
+    Ok(runtime.block_on(fut))
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<ExitCode, String> {
+    let lat = args.latency_runtime;
+    let multi = Flavor::MultiThread;
+    let mut cfg = if args.quick {
+        Config::quick()
+    } else {
+        Config::full()
+    };
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    if !args.no_pin {
+        cfg.pin = pin::pin_client(cores);
+        if cfg.pin.is_none() {
+            eprintln!("note: not pinned (one CPU, or no `taskset`)");
+        }
+    }
+    let wanted = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
+    let started = Instant::now();
+    let load_before = load_average();
+    let ours = [Kind::LockcoreHandoff, Kind::Lockcore];
+    let with = |front: &[Kind], back: &[Kind]| -> Vec<Kind> {
+        front.iter().chain(&ours).chain(back).copied().collect()
+    };
+    let peers = [Kind::Rslock, Kind::AsyncRedisLock, Kind::Rlock];
+
+    let mut results = Results {
+        b1: None,
+        b2: None,
+        b3: None,
+        b4: None,
+        b5: None,
+    };
+    if wanted("b1") {
+        eprintln!("B1: uncontended acquire+release ...");
+        results.b1 = Some(block(
+            lat,
+            scenarios::b1(&cfg, &with(&[Kind::Floor, Kind::FloorFenced], &peers)),
+        )?);
+    }
+    if wanted("b2") {
+        eprintln!("B2: one hot key ...");
+        results.b2 = Some(block(multi, scenarios::b2(&cfg, &with(&[], &peers)))?);
+    }
+    if wanted("b3") {
+        eprintln!("B3: hand-off latency ...");
+        results.b3 = Some(block(lat, scenarios::b3(&cfg, &with(&[], &peers)))?);
+    }
+    if wanted("b4") {
+        eprintln!("B4: Redlock N = 1, 3, 5 ...");
+        results.b4 = Some(block(
+            lat,
+            scenarios::b4(
+                &cfg,
+                &[
+                    Kind::Floor,
+                    Kind::Lockcore,
+                    Kind::Rslock,
+                    Kind::AsyncRedisLock,
+                    Kind::Rlock,
+                ],
+            ),
+        )?);
+    }
+    if wanted("b5") {
+        eprintln!("B5: watchdog cost ...");
+        results.b5 = Some(block(multi, scenarios::b5(&cfg, &with(&[], &peers)))?);
+    }
+
+    let extra: Vec<String> = std::env::args().skip(1).collect();
+    let mut args_text = if extra.is_empty() {
+        String::new()
+    } else {
+        format!(" -- {}", extra.join(" "))
+    };
+    if args.quick {
+        args_text.push_str(" (short cells: a smoke run, not a measurement)");
+    }
+    let env = Env {
+        date: utc_now(),
+        cores,
+        pinning: cfg.pin.map_or_else(
+            || "none".to_owned(),
+            |p| {
+                format!(
+                    "client (all its threads) on CPU {}, every redis-server on CPU {} (`taskset`)",
+                    p.client_cpu, p.server_cpu
+                )
+            },
+        ),
+        cpu: cpu_model(),
+        kernel: read_trimmed("/proc/sys/kernel/osrelease"),
+        redis: redis_version(),
+        rustc: env!("BENCH_RUSTC_VERSION").to_owned(),
+        release: !cfg!(debug_assertions),
+        args: args_text,
+        load_before,
+        load_after: load_average(),
+        duration: started.elapsed(),
+        latency_runtime: lat.describe(),
+    };
+    let text = report::render(&env, &cfg, &results);
+    println!("{text}");
+
+    let out = args.out.or_else(|| {
+        (!args.quick && args.only.is_empty())
+            .then(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("RESULTS.md"))
+    });
+    if let Some(path) = out {
+        std::fs::write(&path, &text)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path).map_or_else(|_| "?".to_owned(), |s| s.trim().to_owned())
+}
+
+fn load_average() -> String {
+    let s = read_trimmed("/proc/loadavg");
+    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned())
+}
+
+/// `redis-server --version`: "Redis server v=7.0.15 sha=..." → "7.0.15".
+fn redis_version() -> String {
+    std::process::Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| {
+            s.split_whitespace()
+                .find_map(|w| w.strip_prefix("v="))
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "(version unknown)".to_owned())
+}
+
+/// "2026-05-01 12:34" in UTC, from the system clock (civil-from-days, H. Hinnant).
+fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        rem / 3600,
+        (rem % 3600) / 60
+    )
+}
