@@ -14,8 +14,17 @@ mod snapshot_tests;
 
 /// Runs an `async fn` while holding a Redis lock whose key is rendered from its arguments.
 ///
-/// ```ignore
+/// ```no_run
 /// use lockcore::distributed_lock;
+/// # #[derive(Debug, thiserror::Error)]
+/// # enum AppError {
+/// #     #[error(transparent)]
+/// #     Lock(#[from] lockcore::LockError),
+/// # }
+/// # struct OrderId(u64);
+/// # struct Stock(u64);
+/// # async fn load_stock(_: u64) -> Result<Stock, AppError> { Ok(Stock(1)) }
+/// # async fn place_order(_: Stock, user_id: u64) -> Result<OrderId, AppError> { Ok(OrderId(user_id)) }
 ///
 /// #[distributed_lock(key = "order:lock:product:<product_id>", ttl_ms = 10_000)]
 /// async fn create_order(product_id: u64, user_id: u64) -> Result<OrderId, AppError> {
@@ -23,6 +32,7 @@ mod snapshot_tests;
 ///     let stock = load_stock(product_id).await?;
 ///     place_order(stock, user_id).await
 /// }
+/// # fn main() { let _ = create_order(1, 2); }
 /// ```
 ///
 /// Each call renders the key, acquires the lock, runs the body, releases the lock and returns
@@ -73,17 +83,22 @@ mod snapshot_tests;
 ///
 /// With `#[tokio::test]`, put `#[distributed_lock]` above it:
 ///
-/// ```ignore
+/// ```no_run
+/// # use lockcore::distributed_lock;
 /// #[distributed_lock(key = "test:one-at-a-time")]
 /// #[tokio::test]
-/// async fn one_at_a_time() -> Result<(), lockcore::LockError> { /* ... */ }
+/// async fn one_at_a_time() -> Result<(), lockcore::LockError> {
+///     Ok(())
+/// }
+/// # fn main() {}
 /// ```
 ///
 /// # Behaviour
 ///
-/// - **Contention**: the acquire retries with exponential backoff and full jitter until `wait_ms`
-///   is spent, then returns `Err(LockError::Contended { .. })` converted into `E`; the body does
-///   not run.
+/// - **Contention**: the acquire waits, as `LockManager::acquire` does (queued for a fair
+///   hand-off on a single node, exponential backoff with full jitter under Redlock), until
+///   `wait_ms` is spent, then returns `Err(LockError::Contended { .. })` converted into `E`; the
+///   body does not run.
 /// - **`return` and `?`**: the body runs as an inner `async move` block, so its early returns
 ///   land before the release. The caller gets the body's value only after the release.
 /// - **Release failure**: it never replaces the body's result; it is reported through `tracing`.
@@ -103,7 +118,16 @@ mod snapshot_tests;
 /// The example above behaves like this hand-written function (the generated code calls
 /// `lockcore::__private`, which adds the watchdog and the lost-lock handling):
 ///
-/// ```ignore
+/// ```no_run
+/// # #[derive(Debug, thiserror::Error)]
+/// # enum AppError {
+/// #     #[error(transparent)]
+/// #     Lock(#[from] lockcore::LockError),
+/// # }
+/// # struct OrderId(u64);
+/// # struct Stock(u64);
+/// # async fn load_stock(_: u64) -> Result<Stock, AppError> { Ok(Stock(1)) }
+/// # async fn place_order(_: Stock, user_id: u64) -> Result<OrderId, AppError> { Ok(OrderId(user_id)) }
 /// async fn create_order(product_id: u64, user_id: u64) -> Result<OrderId, AppError> {
 ///     let key = format!("order:lock:product:{}", product_id);
 ///     let manager = lockcore::default_manager()?;
@@ -120,6 +144,7 @@ mod snapshot_tests;
 ///     }
 ///     result
 /// }
+/// # fn main() { let _ = create_order(1, 2); }
 /// ```
 #[proc_macro_attribute]
 pub fn distributed_lock(
