@@ -163,14 +163,18 @@ fn single_url(urls: &[String], who: &str) -> Result<String, String> {
     }
 }
 
-/// A raw redis-rs connection with TCP_NODELAY on, as lockcore configures its own.
-pub(crate) async fn nodelay_connection(url: &str) -> Result<MultiplexedConnection, String> {
+/// A raw redis-rs client whose connections have TCP_NODELAY on, as lockcore configures its own.
+pub(crate) fn nodelay_client(url: &str) -> Result<redis::Client, String> {
     let info = url
         .into_connection_info()
         .map_err(|e| e.to_string())?
         .set_tcp_settings(TcpSettings::default().set_nodelay(true));
-    let client = redis::Client::open(info).map_err(|e| e.to_string())?;
-    client
+    redis::Client::open(info).map_err(|e| e.to_string())
+}
+
+/// A raw redis-rs connection with TCP_NODELAY on, as lockcore configures its own.
+pub(crate) async fn nodelay_connection(url: &str) -> Result<MultiplexedConnection, String> {
+    nodelay_client(url)?
         .get_multiplexed_async_connection()
         .await
         .map_err(|e| format!("connect {url}: {e}"))

@@ -19,7 +19,7 @@ mod stats;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 use clap::Parser;
 
@@ -240,26 +240,9 @@ fn redis_version() -> String {
         .unwrap_or_else(|| "(version unknown)".to_owned())
 }
 
-/// "2026-05-01 12:34" in UTC, from the system clock (civil-from-days, H. Hinnant).
+/// "2026-05-01 12:34" in UTC, from the system clock.
 fn utc_now() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_secs();
-    let days = i64::try_from(secs / 86_400).unwrap_or(0);
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        rem / 3600,
-        (rem % 3600) / 60
-    )
+    let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    // "2026-05-01T12:34:56Z" -> "2026-05-01 12:34"
+    stamp.get(..16).unwrap_or(&stamp).replacen('T', " ", 1)
 }

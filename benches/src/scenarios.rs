@@ -588,6 +588,8 @@ pub(crate) struct B3 {
     /// holds (the yardstick), and back to back.
     pub(crate) rtt_idle: Cycles,
     pub(crate) rtt_hot: Cycles,
+    /// The least a pushed hand-off costs on this machine: see [`raw_handoffs`].
+    pub(crate) raw_handoff: Result<Cycles, String>,
     pub(crate) rows: Vec<Row<Handoffs>>,
 }
 
@@ -596,6 +598,7 @@ pub(crate) async fn b3(cfg: &Config, kinds: &[Kind]) -> Result<B3, String> {
     let urls = [server.url()];
     let probe = lockers::nodelay_connection(&urls[0]).await?;
     let (mut rtt_idle, mut rtt_hot) = (Cycles::new(), Cycles::new());
+    let raw_handoff = raw_handoffs(&urls[0], cfg).await;
     let mut rows = Vec::new();
     for &kind in kinds {
         rtt_hot.merge(pings(probe.clone(), Duration::from_millis(100), false).await);
@@ -618,8 +621,88 @@ pub(crate) async fn b3(cfg: &Config, kinds: &[Kind]) -> Result<B3, String> {
     Ok(B3 {
         rtt_idle,
         rtt_hot,
+        raw_handoff,
         rows,
     })
+}
+
+/// The pushed hand-off floor, in raw redis-rs: the holder's release is one script that deletes
+/// the key, sets it to the waiter's token and `PUBLISH`es that token; the waiter, subscribed on
+/// its own connection, runs one claim script (compare, `PEXPIRE`, `INCR`) when the message
+/// arrives. No queue, no bookkeeping: one waiter, known in advance. A sample is the time from
+/// the release call to the claim's reply, after an idle pause like B3's holds.
+async fn raw_handoffs(url: &str, cfg: &Config) -> Result<Cycles, String> {
+    use futures_util::StreamExt;
+    let release = redis::Script::new(
+        "redis.call('DEL', KEYS[1]) redis.call('SET', KEYS[1], ARGV[1], 'PX', 500) return redis.call('PUBLISH', ARGV[2], ARGV[1])",
+    );
+    let claim = redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], 10000) return redis.call('INCR', KEYS[2]) end return 0",
+    );
+    let client = lockers::nodelay_client(url)?;
+    let mut holder = lockers::nodelay_connection(url).await?;
+    let mut waiter = lockers::nodelay_connection(url).await?;
+    let channel = format!("b3:raw:{}", uuid::Uuid::new_v4().simple());
+    let mut pubsub = client.get_async_pubsub().await.map_err(|e| e.to_string())?;
+    pubsub
+        .subscribe(&channel)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut messages = pubsub.into_on_message();
+    for script in [&release, &claim] {
+        script
+            .prepare_invoke()
+            .load_async(&mut holder)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let mut c = Cycles::new();
+    let start = Instant::now();
+    while start.elapsed() < cfg.handoff_cell && c.ops < cfg.handoff_max as u64 {
+        tokio::time::sleep(Duration::from_micros(fastrand::u64(2_000..=10_000))).await;
+        let mut invocation = release.key("b3:raw");
+        invocation.arg("waiter").arg(&channel);
+        let t0 = Instant::now();
+        let released = invocation.invoke_async::<i64>(&mut holder);
+        let claimed = async {
+            if messages.next().await.is_none() {
+                return Err("subscription closed".to_owned());
+            }
+            let fence = claim
+                .key("b3:raw")
+                .key("b3:raw:fence")
+                .arg("waiter")
+                .invoke_async::<i64>(&mut waiter)
+                .await
+                .map_err(|e| e.to_string())?;
+            if fence > 0 {
+                Ok(t0.elapsed())
+            } else {
+                Err("claim found another token".to_owned())
+            }
+        };
+        match tokio::time::timeout(Duration::from_secs(1), async {
+            tokio::join!(released, claimed)
+        })
+        .await
+        {
+            Ok((Ok(_), Ok(took))) => {
+                c.hist.record(took);
+                c.ops += 1;
+            }
+            Ok((Err(e), _)) => {
+                c.errors += 1;
+                c.first_error.get_or_insert(e.to_string());
+            }
+            Ok((_, Err(e))) => {
+                c.errors += 1;
+                c.first_error.get_or_insert(e);
+            }
+            Err(_) => return Err("raw hand-off: no wake-up within 1 s".to_owned()),
+        }
+    }
+    c.elapsed = start.elapsed();
+    Ok(c)
 }
 
 /// Two contenders with their own managers take turns on one key. The holder tells the other

@@ -5,8 +5,8 @@ use std::time::Duration;
 /// The error type of every fallible call in this crate.
 ///
 /// Match on the variant, or use the predicates [`is_contended`](Self::is_contended) and
-/// [`is_lost`](Self::is_lost). The enum is `#[non_exhaustive]`: later releases add variants
-/// (for example for Redlock quorum failures), so keep a `_` arm.
+/// [`is_lost`](Self::is_lost). The enum is `#[non_exhaustive]`: later releases may add
+/// variants, so keep a `_` arm.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
@@ -21,7 +21,9 @@ pub enum LockError {
         waited: Duration,
     },
     /// This holder no longer owns the key: its lease expired, or the key was deleted or now
-    /// holds another holder's token. Returned by release and extend.
+    /// holds another holder's token. Returned by release and extend, and by a
+    /// `#[distributed_lock]` fn with `on_lost = "abort"` (the default) whose lock was lost while
+    /// its body ran.
     #[error("lock `{key}` was lost: the key expired or holds another holder's token")]
     Lost {
         /// The full Redis key, prefix included.

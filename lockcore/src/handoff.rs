@@ -12,7 +12,8 @@
 //! - **Single.** One release wakes one waiter; the others stay parked.
 //! - **Fair.** The queue is first come, first served. A newcomer does not take a free key while
 //!   a live waiter is queued ahead of it.
-//! - **Robust.** A waiter re-checks at least every [`REFRESH`] (250 ms), never later than the
+//! - **Robust.** A waiter re-checks at least every [`REFRESH`] (250 ms; jittered down to
+//!   125 ms so that waiters that queued together do not re-check together), never later than the
 //!   holder's remaining TTL, and never past its wait budget; that re-check also refreshes its
 //!   queue entry. An entry that is not refreshed for [`ENTRY_LEASE`] (600 ms) is skipped, and a
 //!   lock handed to a waiter that does not claim it lapses after [`CLAIM_WINDOW`] (500 ms). So
@@ -39,6 +40,12 @@ use crate::LockManager;
 pub(crate) const ENTRY_LEASE: Duration = Duration::from_millis(600);
 /// The longest a queued waiter sleeps between re-checks (each one refreshes its entry).
 pub(crate) const REFRESH: Duration = Duration::from_millis(250);
+
+/// A queued waiter's next re-check: uniform in [1/2, 1] × [`REFRESH`], so that waiters that
+/// queued together do not re-check together.
+pub(crate) fn refresh_delay() -> Duration {
+    REFRESH.mul_f64(0.5 + 0.5 * fastrand::f64())
+}
 /// How long a lock handed to a waiter lives until that waiter claims it.
 pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
 /// The longest the pub/sub connection may take to open and subscribe.

@@ -130,8 +130,11 @@ impl LockManager {
         &self.inner.default_options
     }
 
-    /// Acquires the lock on `key` (the manager's prefix is put in front), retrying with
-    /// exponential backoff and full jitter until `opts`' wait budget is spent.
+    /// Acquires the lock on `key` (the manager's prefix is put in front), waiting until
+    /// `opts`' wait budget is spent. On a single node with [`LockOptions::handoff`] on (the
+    /// default) a contended call queues in Redis and is handed the lock by the release, re-checking
+    /// at least every 250 ms; otherwise (Redlock, or `handoff(false)`) it retries with exponential
+    /// backoff and full jitter. Neither sleeps past the holder's remaining TTL.
     ///
     /// Each attempt draws a fresh random 128-bit token (UUID v4) and sends
     /// `SET <prefix><key> <token> NX PX <ttl_ms>` (to every node, for Redlock); the fencing
@@ -194,7 +197,7 @@ impl LockManager {
                         return Err(LockError::Contended { key, waited });
                     }
                     let mut delay = match &waiter {
-                        Some(_) => handoff::REFRESH.min(opts.retry_cap_value()),
+                        Some(_) => handoff::refresh_delay().min(opts.retry_cap_value()),
                         None => backoff.next_delay(),
                     }
                     .min(remaining);

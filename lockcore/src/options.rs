@@ -83,7 +83,8 @@ impl LockOptions {
     }
 
     /// Sets the first backoff step. Retry `n` (from 0) sleeps a uniformly random time in
-    /// `0 ..= min(retry_cap, retry_base * 2^n)` ("full jitter"), never past the wait budget
+    /// `1 ms ..= min(retry_cap, retry_base * 2^n)` ("full jitter", with a 1 ms floor so that a
+    /// retry never spins), never past the wait budget
     /// and never past the holder's remaining TTL as reported by the failed attempt.
     pub fn retry_base(mut self, base: Duration) -> Self {
         self.retry_base = base;

@@ -110,6 +110,11 @@ impl Nodes {
         Fut: Future<Output = redis::RedisResult<T>>,
     {
         let timeout = self.node_timeout(ttl);
+        if let ([conn], None) = (self.conns.as_slice(), timeout) {
+            // One node: no fan-out to schedule.
+            tally(Some(call(conn.clone()).await));
+            return;
+        }
         let mut replies: FuturesUnordered<_> = self
             .conns
             .iter()

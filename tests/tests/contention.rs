@@ -106,14 +106,28 @@ async fn contention_try_acquire_excludes_until_release() {
 }
 
 /// The wait budget is honoured: `Contended` after ~wait (not before, not much after), with
-/// `waited` reported; wait 0 is one attempt.
+/// `waited` reported; wait 0 is one attempt. With the default hand-off.
 #[tokio::test]
 async fn contention_wait_budget_is_honoured() {
+    wait_budget_is_honoured(true).await;
+}
+
+/// As above, with `handoff(false)`: plain jittered backoff.
+#[tokio::test]
+async fn contention_wait_budget_is_honoured_with_backoff() {
+    wait_budget_is_honoured(false).await;
+}
+
+async fn wait_budget_is_honoured(handoff: bool) {
     let server = RedisServer::start();
     let (a, b) = (manager(&server).await, manager(&server).await);
     let held = must_acquire(&a, "busy", &opts(10_000, 0)).await;
 
-    let (err, elapsed) = timed_failure(b.acquire("busy", &opts(5000, 300)), "held by A").await;
+    let (err, elapsed) = timed_failure(
+        b.acquire("busy", &opts(5000, 300).handoff(handoff)),
+        "held by A",
+    )
+    .await;
     match &err {
         LockError::Contended { key, waited } => {
             assert_eq!(key, "lock:busy");
@@ -128,7 +142,11 @@ async fn contention_wait_budget_is_honoured() {
     // wait 0 is exactly one attempt: one script call reaches Redis.
     let mut raw = server.connection().await;
     let _: () = query(&mut raw, redis::cmd("CONFIG").arg("RESETSTAT")).await;
-    let (err, elapsed) = timed_failure(b.acquire("busy", &opts(5000, 0)), "held by A").await;
+    let (err, elapsed) = timed_failure(
+        b.acquire("busy", &opts(5000, 0).handoff(handoff)),
+        "held by A",
+    )
+    .await;
     assert!(err.is_contended(), "got {err:?}");
     assert!(elapsed < Duration::from_millis(200), "wait 0 does not wait");
     let stats: String = query(&mut raw, redis::cmd("INFO").arg("commandstats")).await;
@@ -145,9 +163,20 @@ async fn contention_wait_budget_is_honoured() {
 }
 
 /// A waiter gets the lock soon after the holder's lease expires (it sleeps no longer than the
-/// holder's PTTL), well inside its budget.
+/// holder's PTTL, though its backoff would sleep 1-2 s), well inside its budget. With the
+/// default hand-off.
 #[tokio::test]
 async fn contention_waiter_wakes_when_lease_expires() {
+    waiter_wakes_when_lease_expires(true).await;
+}
+
+/// As above, with `handoff(false)`: the backoff sleep is cut to the holder's PTTL.
+#[tokio::test]
+async fn contention_waiter_wakes_when_lease_expires_with_backoff() {
+    waiter_wakes_when_lease_expires(false).await;
+}
+
+async fn waiter_wakes_when_lease_expires(handoff: bool) {
     let server = RedisServer::start();
     let (a, b) = (manager(&server).await, manager(&server).await);
     let held = must_acquire(&a, "handoff", &opts(300, 0)).await;
@@ -157,7 +186,8 @@ async fn contention_waiter_wakes_when_lease_expires() {
             "handoff",
             &opts(5000, 3000)
                 .retry_base(Duration::from_secs(1))
-                .retry_cap(Duration::from_secs(2)),
+                .retry_cap(Duration::from_secs(2))
+                .handoff(handoff),
         )
         .await
         .expect("A's lease ends at 300 ms");

@@ -150,6 +150,45 @@ async fn c02_extend_after_delete_does_not_resurrect() {
     assert!(!exists(&mut raw, &key).await);
 }
 
+/// C02 twin: the naive "extends" that (i)-(iii) rule out do the damage. (i) A plain `PEXPIRE`
+/// by the stale holder cuts B's 5000 ms lease to 3000; (ii) a `SET key token PX` "extend" after
+/// the key was deleted resurrects it; (iii) an extend that adds to the PTTL grows the lease past
+/// the requested 3000.
+#[tokio::test]
+async fn c02_twin_naive_extends_cut_resurrect_and_add() {
+    let (server, _a, mut raw) = start_with_manager().await;
+    let b = manager(&server).await;
+    let key = full("job:x");
+
+    // (i) B holds the key (5000 ms); A's naive extend has no owner check.
+    let guard_b = must_acquire(&b, "job:x", &opts(5000, 0)).await;
+    let _: i64 = query(&mut raw, redis::cmd("PEXPIRE").arg(&key).arg(3000)).await;
+    let ttl = pttl(&mut raw, &key).await;
+    assert!(ttl <= 3_000, "naive PEXPIRE must cut B's lease, PTTL {ttl}");
+    guard_b.release().await.expect("B still holds its token");
+
+    // (ii) Nobody holds the key; A's naive `SET PX` extend brings it back.
+    assert!(!exists(&mut raw, &key).await);
+    set_px(&mut raw, &key, "token-of-a", 3000).await;
+    assert!(
+        exists(&mut raw, &key).await,
+        "the naive extend resurrected the key"
+    );
+    del(&mut raw, &key).await;
+
+    // (iii) An additive extend: PTTL + 3000, ten times.
+    set_px(&mut raw, &key, "token-of-a", 3000).await;
+    for _ in 0..10 {
+        let left = pttl(&mut raw, &key).await;
+        let _: i64 = query(&mut raw, redis::cmd("PEXPIRE").arg(&key).arg(left + 3000)).await;
+    }
+    let ttl = pttl(&mut raw, &key).await;
+    assert!(
+        ttl > 20_000,
+        "an additive extend grows the lease: PTTL {ttl}"
+    );
+}
+
 /// C02 (iii): ten extends at 3000 each: the PTTL never goes above ~3000 (extend sets the TTL,
 /// it never adds), and the deadline moves to the extend's start + validity.
 #[tokio::test]

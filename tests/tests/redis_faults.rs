@@ -63,6 +63,41 @@ async fn c06_release_after_script_flush_succeeds() {
     assert_gone_within(&mut raw, &key, Duration::from_millis(300)).await;
 }
 
+/// C06 twin: a release that sends `EVALSHA` without the `EVAL` fallback (as a pipeline or
+/// `invoke_script` would) fails with `NOSCRIPT` after `SCRIPT FLUSH`, and the lock stays.
+#[tokio::test]
+async fn c06_twin_evalsha_without_fallback_fails_after_flush() {
+    let (_server, a, mut raw) = start_with_manager().await;
+    let key = full("order:1");
+    let release = redis::Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+    );
+    let guard = must_acquire(&a, "order:1", &opts(5000, 0)).await;
+    let _: String = release
+        .prepare_invoke()
+        .load_async(&mut raw)
+        .await
+        .expect("SCRIPT LOAD");
+    script_flush(&mut raw).await;
+    let naive: redis::RedisResult<i64> = redis::cmd("EVALSHA")
+        .arg(release.get_hash())
+        .arg(1)
+        .arg(&key)
+        .arg(guard.token())
+        .query_async(&mut raw)
+        .await;
+    let err = naive.expect_err("EVALSHA of a flushed script");
+    assert_eq!(err.code(), Some("NOSCRIPT"), "got {err:?}");
+    assert!(
+        exists(&mut raw, &key).await,
+        "the naive release left the lock"
+    );
+    guard
+        .release()
+        .await
+        .expect("lockcore's release falls back");
+}
+
 // ---- C07: an acquire whose reply is lost ------------------------------------------------------
 
 /// C07: the `SET NX` reaches Redis but its reply comes after the client's 100 ms timeout

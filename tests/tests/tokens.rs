@@ -134,28 +134,87 @@ fn check_c03(tally: &Tally) {
 
     // Mutual exclusion within validity. A stale release that deleted another holder's key
     // would let a third holder in while the second still held a valid lease: overlap.
+    if let Some(overlap) = first_overlap(&tally.holds) {
+        panic!("{overlap}");
+    }
+}
+
+/// The first pair of holds on one key whose valid leases overlap, described.
+fn first_overlap(holds: &[Hold]) -> Option<String> {
     let mut per_key: HashMap<usize, Vec<&Hold>> = HashMap::new();
-    for h in &tally.holds {
+    for h in holds {
         per_key.entry(h.key).or_default().push(h);
     }
     for (key, mut holds) in per_key {
         holds.sort_by_key(|h| h.acquired);
         let mut latest_end: Option<&Hold> = None;
         for h in holds {
-            if let Some(prev) = latest_end {
-                assert!(
-                    h.acquired >= prev.end,
+            if let Some(prev) = latest_end
+                && h.acquired < prev.end
+            {
+                return Some(format!(
                     "k:{key}: {} acquired {:?} before {}'s valid lease ended",
                     h.token,
                     prev.end - h.acquired,
                     prev.token
-                );
+                ));
             }
             if latest_end.is_none_or(|p| h.end > p.end) {
                 latest_end = Some(h);
             }
         }
     }
+    None
+}
+
+/// C03 twin: the same 1000 tasks with a naive lock (`SET NX PX` polled every 10 ms, released
+/// with a plain `DEL`). A holder that outlived its TTL deletes the next holder's key, a third
+/// gets in while the second's lease is still valid, and the overlap check sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c03_twin_naive_del_release_lets_holders_overlap() {
+    let server = RedisServer::start();
+    let cons = [server.connection().await, server.connection().await];
+    let mut tasks = Vec::with_capacity(TASKS);
+    for i in 0..TASKS {
+        let mut con = cons[i % 2].clone();
+        tasks.push(tokio::spawn(async move {
+            let key = i % KEYS;
+            let redis_key = full(&format!("k:{key}"));
+            let token = format!("naive-{i}");
+            let started = Instant::now();
+            // Bounded: at most 1 s of 10 ms polls.
+            let acquired = loop {
+                let won: Option<String> =
+                    query(&mut con, &naive_set_nx(&redis_key, &token, TTL_MS)).await;
+                if won.is_some() {
+                    break Instant::now();
+                }
+                if started.elapsed() >= Duration::from_secs(1) {
+                    return None;
+                }
+                sleep(Duration::from_millis(10)).await;
+            };
+            sleep(Duration::from_millis(fastrand::u64(0..=MAX_HOLD_MS))).await;
+            let release_start = Instant::now();
+            del(&mut con, &redis_key).await;
+            Some(Hold {
+                key,
+                token,
+                acquired,
+                end: release_start.min(acquired + Duration::from_millis(TTL_MS)),
+            })
+        }));
+    }
+    let mut holds = Vec::new();
+    for task in tasks {
+        holds.extend(task.await.expect("a naive C03 task panicked"));
+    }
+    let overlap = first_overlap(&holds);
+    eprintln!("naive C03: {} acquired; {overlap:?}", holds.len());
+    assert!(
+        overlap.is_some(),
+        "a naive DEL release should let two holders overlap"
+    );
 }
 
 /// C03 on a multi-thread runtime.
