@@ -40,16 +40,16 @@ use crate::LockManager;
 pub(crate) const ENTRY_LEASE: Duration = Duration::from_millis(600);
 /// The longest a queued waiter sleeps between re-checks (each one refreshes its entry).
 pub(crate) const REFRESH: Duration = Duration::from_millis(250);
+/// How long a lock handed to a waiter lives until that waiter claims it.
+pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
+/// The longest the pub/sub connection may take to open and subscribe.
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A queued waiter's next re-check: uniform in [1/2, 1] × [`REFRESH`], so that waiters that
 /// queued together do not re-check together.
 pub(crate) fn refresh_delay() -> Duration {
     REFRESH.mul_f64(0.5 + 0.5 * fastrand::f64())
 }
-/// How long a lock handed to a waiter lives until that waiter claims it.
-pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
-/// The longest the pub/sub connection may take to open and subscribe.
-const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The waiter queue and its entries for `lock_key` (prefix included): under the same prefix
 /// (so an ACL on `~<prefix>*` covers them), and in the lock key's cluster slot.
