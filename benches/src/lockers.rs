@@ -98,7 +98,7 @@ impl Kind {
                 "`acquire`: exponential backoff, full jitter, base 50 ms, cap 1 s (defaults), wait 5 s"
             }
             Kind::LockcoreHandoff => {
-                "`acquire`, `handoff(true)` (default): queued in Redis, woken by the release; re-checks every 250 ms; wait 5 s"
+                "`acquire`, `handoff(true)` (default): queued in Redis, woken by the release; re-checks every 125-250 ms; wait 5 s"
             }
             Kind::Rslock => {
                 "`lock()` (3 tries, uniform 0-200 ms apart: defaults) called again until 5 s have passed, as its `acquire` loops forever"

@@ -3,15 +3,16 @@
 //! processes on 127.0.0.1.
 //!
 //! ```text
-//! cargo run --release -p lockcore-benches              # everything, ~3-4 min; writes benches/RESULTS.md
-//! cargo run --release -p lockcore-benches -- --quick   # short cells, a smoke run; writes nothing
-//! cargo run --release -p lockcore-benches -- --only b2,b3
+//! cargo bench -p lockcore-benches                   # everything, ~3 min; writes benches/RESULTS.md
+//! cargo bench -p lockcore-benches -- --quick        # short cells, a smoke run; writes nothing
+//! cargo bench -p lockcore-benches -- --only b2,b3
 //! ```
 //!
 //! See `benches/README.md` for what each scenario measures and how.
 
 mod lockers;
 mod monitor;
+mod monitor_line;
 mod pin;
 mod report;
 mod scenarios;
@@ -47,6 +48,9 @@ struct Args {
     /// Do not pin the client to CPU 0 and the redis-servers to CPU 1.
     #[arg(long)]
     no_pin: bool,
+    /// Passed by `cargo bench` to every bench target; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 /// A tokio runtime flavor.
@@ -158,7 +162,11 @@ fn run(args: Args) -> Result<ExitCode, String> {
         results.b5 = Some(block(multi, scenarios::b5(&cfg, &with(&[], &peers)))?);
     }
 
-    let extra: Vec<String> = std::env::args().skip(1).collect();
+    // The arguments after `--`; `cargo bench` adds `--bench` itself.
+    let extra: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let mut args_text = if extra.is_empty() {
         String::new()
     } else {

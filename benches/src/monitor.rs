@@ -10,8 +10,8 @@
 //! commands between two marks count. As a cross-check, client + script-internal calls must add
 //! up to the `total_commands_processed` delta.
 //!
-//! `MONITOR` costs the server a little per command (one formatted line), the same for every
-//! implementation.
+//! `MONITOR` costs the server a little per line (one formatted line per command, script-internal
+//! calls included), so it weighs more on implementations that do more work inside scripts.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -22,6 +22,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+
+use crate::monitor_line::{Line, MARK_PREFIX, parse_line};
 
 /// Commands seen between two marks.
 #[derive(Debug, Clone, Default)]
@@ -95,8 +97,6 @@ pub(crate) struct Monitor {
     next_mark: u64,
     reader: JoinHandle<()>,
 }
-
-const MARK_PREFIX: &str = "lockcore-bench-mark-";
 
 impl Monitor {
     pub(crate) async fn start(port: u16, url: &str) -> Result<Monitor, String> {
@@ -218,65 +218,5 @@ async fn read_stream(mut lines: BufReader<TcpStream>, state: Arc<Mutex<State>>, 
                 *st.counts.by_command.entry(name).or_insert(0) += 1;
             }
         }
-    }
-}
-
-enum Line {
-    Mark(u64),
-    Lua,
-    Client(String),
-}
-
-/// `+1700000000.123456 [0 127.0.0.1:50000] "SET" "k" ...` or `... [0 lua] "GET" "k"`.
-fn parse_line(line: &[u8]) -> Option<Line> {
-    let open = line.iter().position(|&b| b == b'[')?;
-    let close = open + line[open..].iter().position(|&b| b == b']')?;
-    let source = &line[open + 1..close];
-    let rest = &line[close + 1..];
-    let q1 = rest.iter().position(|&b| b == b'"')?;
-    let q2 = q1 + 1 + rest[q1 + 1..].iter().position(|&b| b == b'"')?;
-    let name = String::from_utf8_lossy(&rest[q1 + 1..q2]).to_ascii_uppercase();
-    if source.ends_with(b" lua") {
-        return Some(Line::Lua);
-    }
-    if name == "INFO" {
-        // Our own `INFO stats` at each mark; no implementation under test sends INFO.
-        return None;
-    }
-    if name == "ECHO" {
-        let arg = &rest[q2 + 1..];
-        let text = String::from_utf8_lossy(arg);
-        if let Some(pos) = text.find(MARK_PREFIX) {
-            let digits: String = text[pos + MARK_PREFIX.len()..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect();
-            if let Ok(id) = digits.parse() {
-                return Some(Line::Mark(id));
-            }
-        }
-    }
-    Some(Line::Client(name))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lines_are_split_by_source() {
-        assert!(matches!(
-            parse_line(b"+1.2 [0 127.0.0.1:5] \"EVALSHA\" \"ab\" \"1\"\r\n"),
-            Some(Line::Client(n)) if n == "EVALSHA"
-        ));
-        assert!(matches!(
-            parse_line(b"+1.2 [0 lua] \"SET\" \"k\"\r\n"),
-            Some(Line::Lua)
-        ));
-        assert!(matches!(
-            parse_line(b"+1.2 [0 127.0.0.1:5] \"ECHO\" \"lockcore-bench-mark-17\"\r\n"),
-            Some(Line::Mark(17))
-        ));
-        assert!(parse_line(b"+OK\r\n").is_none());
     }
 }

@@ -37,7 +37,7 @@ pub(crate) struct Results {
 }
 
 /// The command that produces this report.
-pub(crate) const COMMAND: &str = "cargo run --release -p lockcore-benches";
+pub(crate) const COMMAND: &str = "cargo bench -p lockcore-benches";
 
 pub(crate) fn render(env: &Env, cfg: &Config, r: &Results) -> String {
     let mut out = String::new();

@@ -99,26 +99,3 @@ pub(crate) fn fmt_rate(r: f64) -> String {
         format!("{r:.2}")
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jain_bounds() {
-        assert_eq!(jain(&[5, 5, 5, 5]), Some(1.0));
-        assert_eq!(jain(&[4, 0, 0, 0]), Some(0.25));
-        assert_eq!(jain(&[0, 0]), None);
-    }
-
-    #[test]
-    fn hist_quantiles() {
-        let mut h = Hist::new();
-        for us in 1..=100 {
-            h.record(Duration::from_micros(us));
-        }
-        let p50 = h.p50().map(|d| d.as_micros());
-        assert!(matches!(p50, Some(49..=51)), "{p50:?}");
-        assert_eq!(h.len(), 100);
-    }
-}

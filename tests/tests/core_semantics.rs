@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use common::*;
 use lockcore::{LockError, LockManager, LockOptions};
+use redis::aio::MultiplexedConnection;
 use tokio::time::{Instant, sleep, timeout};
 
 // ---- C01: body outlives the TTL (watchdog off) ------------------------------------------------
@@ -87,6 +88,22 @@ async fn c01_stale_release_leaves_new_holder_untouched() {
 
 // ---- C02: extend without an owner check -------------------------------------------------------
 
+/// C02 (i)'s check, shared with the naive twin: `key` still holds B's token with B's ~5000 ms
+/// lease after the stale holder's extend.
+async fn new_holder_untouched(raw: &mut MultiplexedConnection, key: &str, token_b: &str) -> bool {
+    get(raw, key).await.as_deref() == Some(token_b) && pttl(raw, key).await > 4_500
+}
+
+/// C02 (ii)'s check, shared with the naive twin: the extend did not re-create `key`.
+async fn not_resurrected(raw: &mut MultiplexedConnection, key: &str) -> bool {
+    !exists(raw, key).await && pttl(raw, key).await == -2
+}
+
+/// C02 (iii)'s check, shared with the naive twin: after an extend to 3000 ms the PTTL is ~3000.
+async fn ttl_was_set_not_added(raw: &mut MultiplexedConnection, key: &str) -> bool {
+    (2_800..=3_000).contains(&pttl(raw, key).await)
+}
+
 /// C02 (i): A holds `job:x`, the key is deleted by hand, B acquires it, A extends: the extend
 /// fails with `Lost` and B's value and TTL are unchanged. (A naive `PEXPIRE` would cut B's
 /// 5000 ms lease to 3000.)
@@ -110,11 +127,10 @@ async fn c02_extend_by_stale_holder_fails_and_leaves_new_holder() {
         "a guard told it is lost is no longer held"
     );
 
-    assert_eq!(get(&mut raw, &key).await.as_deref(), Some(guard_b.token()));
-    let ttl = pttl(&mut raw, &key).await;
     assert!(
-        ttl > 4_500,
-        "B's PTTL must stay ~5000 (not 3000), got {ttl}"
+        new_holder_untouched(&mut raw, &key, guard_b.token()).await,
+        "B's token and ~5000 ms PTTL must stay, PTTL {}",
+        pttl(&mut raw, &key).await
     );
 
     // A's guard cannot hurt B later either.
@@ -137,8 +153,10 @@ async fn c02_extend_after_delete_does_not_resurrect() {
         extended.as_ref().is_err_and(LockError::is_lost),
         "got {extended:?}"
     );
-    assert!(!exists(&mut raw, &key).await, "extend re-created the key");
-    assert_eq!(pttl(&mut raw, &key).await, -2);
+    assert!(
+        not_resurrected(&mut raw, &key).await,
+        "extend re-created the key"
+    );
 
     // A second extend on the lost guard fails too, still without touching Redis state.
     assert!(
@@ -150,43 +168,58 @@ async fn c02_extend_after_delete_does_not_resurrect() {
     assert!(!exists(&mut raw, &key).await);
 }
 
-/// C02 twin: the naive "extends" that (i)-(iii) rule out do the damage. (i) A plain `PEXPIRE`
-/// by the stale holder cuts B's 5000 ms lease to 3000; (ii) a `SET key token PX` "extend" after
-/// the key was deleted resurrects it; (iii) an extend that adds to the PTTL grows the lease past
-/// the requested 3000.
+/// C02 twin: the same three scenarios with naive "extends", judged by the same checks, fail
+/// them. (i) A plain `PEXPIRE` by the stale holder cuts B's lease; (ii) a `SET key token PX`
+/// "extend" after the key was deleted re-creates it; (iii) an extend that adds to the PTTL grows
+/// the lease past the requested 3000 ms.
 #[tokio::test]
-async fn c02_twin_naive_extends_cut_resurrect_and_add() {
-    let (server, _a, mut raw) = start_with_manager().await;
+async fn c02_twin_naive_extends_fail_the_same_checks() {
+    let (server, a, mut raw) = start_with_manager().await;
     let b = manager(&server).await;
     let key = full("job:x");
+    let naive_pexpire = |px: i64| {
+        let mut cmd = redis::cmd("PEXPIRE");
+        cmd.arg(&key).arg(px);
+        cmd
+    };
 
-    // (i) B holds the key (5000 ms); A's naive extend has no owner check.
-    let guard_b = must_acquire(&b, "job:x", &opts(5000, 0)).await;
-    let _: i64 = query(&mut raw, redis::cmd("PEXPIRE").arg(&key).arg(3000)).await;
-    let ttl = pttl(&mut raw, &key).await;
-    assert!(ttl <= 3_000, "naive PEXPIRE must cut B's lease, PTTL {ttl}");
-    guard_b.release().await.expect("B still holds its token");
-
-    // (ii) Nobody holds the key; A's naive `SET PX` extend brings it back.
-    assert!(!exists(&mut raw, &key).await);
-    set_px(&mut raw, &key, "token-of-a", 3000).await;
-    assert!(
-        exists(&mut raw, &key).await,
-        "the naive extend resurrected the key"
-    );
+    // (i) A holds, the key is deleted by hand, B acquires, A extends without an owner check.
+    let guard_a = must_acquire(&a, "job:x", &opts(5000, 0)).await;
     del(&mut raw, &key).await;
+    let guard_b = must_acquire(&b, "job:x", &opts(5000, 0)).await;
+    let _: i64 = query(&mut raw, &naive_pexpire(3000)).await;
+    assert!(
+        !new_holder_untouched(&mut raw, &key, guard_b.token()).await,
+        "a plain PEXPIRE should cut B's lease"
+    );
+    guard_b.release().await.expect("B still holds its token");
+    assert!(guard_a.release().await.is_err_and(|e| e.is_lost()));
 
-    // (iii) An additive extend: PTTL + 3000, ten times.
-    set_px(&mut raw, &key, "token-of-a", 3000).await;
+    // (ii) A holds, the key is deleted by hand, A "extends" by setting its token again.
+    let guard_a = must_acquire(&a, "job:x", &opts(5000, 0)).await;
+    del(&mut raw, &key).await;
+    set_px(&mut raw, &key, guard_a.token(), 3000).await;
+    assert!(
+        !not_resurrected(&mut raw, &key).await,
+        "a SET PX extend should re-create the key"
+    );
+    guard_a
+        .release()
+        .await
+        .expect("the re-created key holds A's token");
+
+    // (iii) A holds with ttl 3000 and "extends" by adding 3000 to the PTTL, ten times.
+    let guard_a = must_acquire(&a, "job:x", &opts(3000, 0)).await;
     for _ in 0..10 {
         let left = pttl(&mut raw, &key).await;
-        let _: i64 = query(&mut raw, redis::cmd("PEXPIRE").arg(&key).arg(left + 3000)).await;
+        let _: i64 = query(&mut raw, &naive_pexpire(left + 3000)).await;
     }
-    let ttl = pttl(&mut raw, &key).await;
     assert!(
-        ttl > 20_000,
-        "an additive extend grows the lease: PTTL {ttl}"
+        !ttl_was_set_not_added(&mut raw, &key).await,
+        "an additive extend should grow the PTTL past 3000, got {}",
+        pttl(&mut raw, &key).await
     );
+    guard_a.release().await.expect("A still holds its token");
 }
 
 /// C02 (iii): ten extends at 3000 each: the PTTL never goes above ~3000 (extend sets the TTL,
@@ -203,10 +236,10 @@ async fn c02_extend_sets_ttl_never_adds() {
             .extend(Duration::from_millis(3000))
             .await
             .unwrap_or_else(|e| panic!("extend #{round}: {e:?}"));
-        let ttl = pttl(&mut raw, &key).await;
         assert!(
-            (2_800..=3_000).contains(&ttl),
-            "after extend #{round} PTTL must be ~3000, got {ttl}"
+            ttl_was_set_not_added(&mut raw, &key).await,
+            "after extend #{round} PTTL must be ~3000, got {}",
+            pttl(&mut raw, &key).await
         );
         let remaining = guard.deadline().saturating_duration_since(before);
         assert!(

@@ -182,12 +182,14 @@ async fn c03_twin_naive_del_release_lets_holders_overlap() {
             let redis_key = full(&format!("k:{key}"));
             let token = format!("naive-{i}");
             let started = Instant::now();
-            // Bounded: at most 1 s of 10 ms polls.
-            let acquired = loop {
+            // Bounded: at most 1 s of 10 ms polls. The lease ends no earlier than TTL after the
+            // winning `SET` was sent (that bounds the server's start of the lease from below).
+            let (acquired, lease_end) = loop {
+                let sent = Instant::now();
                 let won: Option<String> =
                     query(&mut con, &naive_set_nx(&redis_key, &token, TTL_MS)).await;
                 if won.is_some() {
-                    break Instant::now();
+                    break (Instant::now(), sent + Duration::from_millis(TTL_MS));
                 }
                 if started.elapsed() >= Duration::from_secs(1) {
                     return None;
@@ -201,7 +203,7 @@ async fn c03_twin_naive_del_release_lets_holders_overlap() {
                 key,
                 token,
                 acquired,
-                end: release_start.min(acquired + Duration::from_millis(TTL_MS)),
+                end: release_start.min(lease_end),
             })
         }));
     }
