@@ -444,36 +444,29 @@ async fn b2_cell(
         imps.push(lockers::connect(kind, &urls, BUDGET).await?);
     }
     let before = monitor.mark().await?;
+    // Every contender is of the same kind: unwrap them all as that kind.
+    macro_rules! contend_as {
+        ($variant:ident) => {
+            contend(
+                &imps
+                    .iter()
+                    .filter_map(|i| match i {
+                        Impl::$variant(l) => Some(Arc::clone(l)),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
+                hold,
+                cfg.contention_cell,
+            )
+            .await
+        };
+    }
     let (stats, waits) = match &imps[0] {
         Impl::Floor(_) => return Err("the floor does not contend".to_owned()),
-        Impl::Lockcore(_) => {
-            contend(&imps, hold, cfg.contention_cell, |i| match i {
-                Impl::Lockcore(l) => Some(Arc::clone(l)),
-                _ => None,
-            })
-            .await
-        }
-        Impl::Rslock(_) => {
-            contend(&imps, hold, cfg.contention_cell, |i| match i {
-                Impl::Rslock(l) => Some(Arc::clone(l)),
-                _ => None,
-            })
-            .await
-        }
-        Impl::AsyncRedisLock(_) => {
-            contend(&imps, hold, cfg.contention_cell, |i| match i {
-                Impl::AsyncRedisLock(l) => Some(Arc::clone(l)),
-                _ => None,
-            })
-            .await
-        }
-        Impl::Rlock(_) => {
-            contend(&imps, hold, cfg.contention_cell, |i| match i {
-                Impl::Rlock(l) => Some(Arc::clone(l)),
-                _ => None,
-            })
-            .await
-        }
+        Impl::Lockcore(_) => contend_as!(Lockcore),
+        Impl::Rslock(_) => contend_as!(Rslock),
+        Impl::AsyncRedisLock(_) => contend_as!(AsyncRedisLock),
+        Impl::Rlock(_) => contend_as!(Rlock),
     };
     // Releases that the peers run in spawned tasks (rlock) must land before the last mark.
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -505,17 +498,16 @@ async fn b2_cell(
 /// Every contender (its own manager) loops: acquire the hot key, hold, release; until the
 /// window ends. Calls still waiting at the end finish (the others have stopped by then).
 async fn contend<L: Locker>(
-    imps: &[Impl],
+    lockers: &[Arc<L>],
     hold: Duration,
     window: Duration,
-    pick: impl Fn(&Impl) -> Option<Arc<L>>,
 ) -> (Vec<ContenderStats>, Hist) {
     let start = Instant::now() + Duration::from_millis(20);
     let stop = start + window;
     let key = format!("b2:hot:{}", uuid::Uuid::new_v4().simple());
-    let mut handles = Vec::with_capacity(imps.len());
-    for imp in imps {
-        let Some(locker) = pick(imp) else { continue };
+    let mut handles = Vec::with_capacity(lockers.len());
+    for locker in lockers {
+        let locker = Arc::clone(locker);
         let key = key.clone();
         handles.push(tokio::spawn(async move {
             let mut s = ContenderStats::default();

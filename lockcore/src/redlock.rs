@@ -79,6 +79,12 @@ impl Nodes {
         self.conns.len()
     }
 
+    /// The hand-off queue keys of `key` on a single node; `None` under Redlock, which has no
+    /// queue.
+    fn queue_keys(&self, key: &str) -> Option<(String, String)> {
+        (!self.is_redlock()).then(|| handoff::queue_keys(&self.key_prefix, key))
+    }
+
     /// N/2 + 1 of the configured N.
     pub(crate) fn quorum(&self) -> usize {
         self.conns.len() / 2 + 1
@@ -158,12 +164,7 @@ impl Nodes {
         let mut holder_ttl: Option<Duration> = None;
         let mut last_error = None;
         let ttl_ms = duration_ms(ttl);
-        let single = !self.is_redlock();
-        let queue = if single {
-            Some(handoff::queue_keys(&self.key_prefix, key))
-        } else {
-            None
-        };
+        let queue = self.queue_keys(key);
         let queue = queue.as_ref();
         self.fan_out(
             ttl,
@@ -251,11 +252,7 @@ impl Nodes {
     ) -> Result<bool, LockError> {
         let (mut deleted, mut answered) = (0usize, 0usize);
         let mut last_error = None;
-        let queue = if self.is_redlock() {
-            None
-        } else {
-            Some(handoff::queue_keys(&self.key_prefix, key))
-        };
+        let queue = self.queue_keys(key);
         let queue = queue.as_ref();
         self.fan_out(
             ttl,

@@ -145,30 +145,28 @@ fn assert_budgets_honoured(mode: &str, outcomes: &[(bool, Duration)]) {
     }
 }
 
+/// Runs [`lockcore_herd`] with `opts` and checks C22: budgets honoured, no burst.
+async fn assert_no_herd(mode: &str, opts: LockOptions) {
+    let server = RedisServer::start();
+    let (peak, outcomes) = lockcore_herd(&server, opts).await;
+    eprintln!("{mode}: steady peak {peak} script calls per {SAMPLE_EVERY:?}");
+    assert_budgets_honoured(mode, &outcomes);
+    assert!(
+        peak < (WAITERS / 4) as u64,
+        "{mode}: {peak} commands in one {SAMPLE_EVERY:?} interval for {WAITERS} waiters"
+    );
+}
+
 /// C22 with the default hand-off: no burst after releases, budgets honoured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c22_handoff_has_no_herd() {
-    let server = RedisServer::start();
-    let (peak, outcomes) = lockcore_herd(&server, opts(5000, 1000)).await;
-    eprintln!("hand-off: steady peak {peak} script calls per {SAMPLE_EVERY:?}");
-    assert_budgets_honoured("hand-off", &outcomes);
-    assert!(
-        peak < (WAITERS / 4) as u64,
-        "hand-off: {peak} commands in one {SAMPLE_EVERY:?} interval for {WAITERS} waiters"
-    );
+    assert_no_herd("hand-off", opts(5000, 1000)).await;
 }
 
 /// C22 with `handoff(false)`: jittered backoff spreads retries; budgets honoured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c22_backoff_has_no_herd() {
-    let server = RedisServer::start();
-    let (peak, outcomes) = lockcore_herd(&server, opts(5000, 1000).handoff(false)).await;
-    eprintln!("backoff: steady peak {peak} script calls per {SAMPLE_EVERY:?}");
-    assert_budgets_honoured("backoff", &outcomes);
-    assert!(
-        peak < (WAITERS / 4) as u64,
-        "backoff: {peak} commands in one {SAMPLE_EVERY:?} interval for {WAITERS} waiters"
-    );
+    assert_no_herd("backoff", opts(5000, 1000).handoff(false)).await;
 }
 
 /// The twin: a naive lock that publishes "released" to every waiter, each of whom retries
