@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lease::{Lease, LeaseStatus};
+use crate::lease::{Lease, LeaseStatus, WriteLock};
 use crate::watchdog::Registration;
 use crate::{LockError, LockManager, LockOptions};
 
@@ -70,9 +70,8 @@ impl LockGuard {
     /// of this key by any client, as long as the counter survives (see
     /// [`FencingCounter`](crate::FencingCounter) for when it does not). With the default
     /// per-prefix counter this holds across all keys under the prefix; per slot, across keys of
-    /// one slot. Under Redlock it is the maximum over the winning quorum: best effort (see
-    /// [`LockManagerBuilder::nodes`](crate::LockManagerBuilder::nodes)). Extend and renewal keep
-    /// it. Pass it to the resource ([`FencedRedis`](crate::FencedRedis),
+    /// one slot. Under Redlock the same holds across quorums, as long as no node loses its
+    /// counter (see "Redlock" in the crate docs). Extend and renewal keep it. Pass it to the resource ([`FencedRedis`](crate::FencedRedis),
     /// [`FenceGate`](crate::FenceGate), or SQL), which rejects writes with an older token.
     pub fn fencing_token(&self) -> u64 {
         self.lease.fencing_token
@@ -161,6 +160,23 @@ impl LockGuard {
         if self.lease.status() != LeaseStatus::Held {
             return Err(self.lost_error());
         }
+        // Serialised with the watchdog's renewals of this lease: a renewal built from the old
+        // ttl can never land after this extend and cut the key short behind the guard's back.
+        let write = self.lease.write_lock().await;
+        let extended = self.extend_under(&write, ttl).await;
+        drop(write);
+        if let Some(renewal) = &self.renewal {
+            // The next renewal is planned from what this extend recorded (or, after an error,
+            // from what was recorded before).
+            renewal.reschedule();
+        }
+        extended
+    }
+
+    async fn extend_under(&self, write: &WriteLock, ttl: Duration) -> Result<(), LockError> {
+        if self.lease.status() != LeaseStatus::Held {
+            return Err(self.lost_error());
+        }
         let start = Instant::now();
         let deadline = self.lease.deadline();
         let extended = self
@@ -170,10 +186,7 @@ impl LockGuard {
             .await?;
         // Redlock: the extension counts only if it completed within the remaining validity.
         if extended.first() == Some(&true) && Instant::now() < deadline {
-            self.lease.renewed(start, ttl);
-            if let Some(renewal) = &self.renewal {
-                renewal.reschedule();
-            }
+            self.lease.renewed(write, start, ttl);
             Ok(())
         } else {
             self.lease.settle(LeaseStatus::Lost);

@@ -243,6 +243,17 @@ impl LockManager {
     fn checked_key(&self, key: &str, opts: &LockOptions) -> Result<String, LockError> {
         let key = full_key(&self.inner.key_prefix, key)?;
         opts.validate()?;
+        if let Some(node_timeout) = self.inner.nodes.node_timeout(opts.ttl())
+            && validity(opts.ttl()) <= node_timeout
+        {
+            return Err(LockError::InvalidOptions {
+                reason: format!(
+                    "ttl is {:?}; Redlock needs the validity (ttl minus the drift allowance of 1 % + 2 ms, here {:?}) to exceed the node timeout ({node_timeout:?})",
+                    opts.ttl(),
+                    validity(opts.ttl()),
+                ),
+            });
+        }
         Ok(key)
     }
 
@@ -264,8 +275,13 @@ impl LockManager {
             .nodes
             .acquire(key, &counter, &token, ttl, wake_channel)
             .await;
-        let redlock_expired =
-            self.inner.nodes.len() > 1 && attempt_start.elapsed() >= validity(ttl);
+        // Redlock: a win counts only with at least one node timeout of validity left, the
+        // margin that keeps fencing tokens increasing (see `Nodes::raise_counters`).
+        let redlock_expired = self
+            .inner
+            .nodes
+            .node_timeout(ttl)
+            .is_some_and(|node_timeout| attempt_start.elapsed() + node_timeout >= validity(ttl));
         match vote {
             Ok(Vote::Won { fencing_token }) if !redlock_expired => {
                 pending.disarm();

@@ -9,7 +9,8 @@
 //!    (a node that errors or times out is a vote against; it never shrinks N); it ends as soon
 //!    as the quorum is won or can no longer be won, without waiting for the slowest node;
 //! 3. validity = ttl − elapsed − (ttl·0.01 + 2 ms), measured on a monotonic clock from the
-//!    start of the attempt, saturating at zero; a win with no validity left counts as failed;
+//!    start of the attempt, saturating at zero; a win with less than one node timeout of
+//!    validity left counts as failed;
 //! 4. a failed attempt releases its token on all N nodes, including those that errored or have
 //!    not answered yet: the release follows the `SET` on the same connection, so a node that
 //!    answers late does not keep a loser's token.
@@ -27,12 +28,11 @@
 //!   simpler, faster (one round trip) and gives the same guarantees in practice.
 //!
 //! ## Fencing tokens under Redlock
-//! The guard's fencing token is the maximum of the counters returned by the winning quorum.
-//! Any two quorums share a node, so a later acquisition sees a larger value *as long as no node
-//! loses its counter*. That is exactly what Redlock cannot promise (Kleppmann, 2016): a node
-//! that restarts without persistence restarts its counter, and the tokens may then go back.
-//! Treat Redlock fencing tokens as best effort unless every node runs with
-//! `appendfsync always`.
+//! The guard's fencing token is the maximum minted by the winning quorum, and a quorum of
+//! counters is raised to it before the guard is returned (`Nodes::raise_counters` has the
+//! argument). A node that restarts without persistence restarts its counter, and the tokens may
+//! then go back (Kleppmann, 2016): fencing under Redlock needs `appendfsync always` on every
+//! node.
 
 use std::time::Duration;
 
@@ -115,27 +115,47 @@ impl Nodes {
         F: Fn(ConnectionManager) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
+        self.fan_out_to(ttl, |_| true, call, |_, reply| tally(reply))
+            .await;
+    }
+
+    /// [`fan_out`](Self::fan_out) to the nodes `to` selects, with each reply's node index.
+    async fn fan_out_to<T, F, Fut>(
+        &self,
+        ttl: Duration,
+        to: impl Fn(usize) -> bool,
+        call: F,
+        mut tally: impl FnMut(usize, Option<redis::RedisResult<T>>) -> bool,
+    ) where
+        F: Fn(ConnectionManager) -> Fut,
+        Fut: Future<Output = redis::RedisResult<T>>,
+    {
         let timeout = self.node_timeout(ttl);
         if let ([conn], None) = (self.conns.as_slice(), timeout) {
             // One node: no fan-out to schedule.
-            tally(Some(call(conn.clone()).await));
+            if to(0) {
+                tally(0, Some(call(conn.clone()).await));
+            }
             return;
         }
         let mut replies: FuturesUnordered<_> = self
             .conns
             .iter()
-            .map(|conn| {
+            .enumerate()
+            .filter(|(node, _)| to(*node))
+            .map(|(node, conn)| {
                 let reply = call(conn.clone());
                 async move {
-                    match timeout {
+                    let reply = match timeout {
                         Some(limit) => tokio::time::timeout(limit, reply).await.ok(),
                         None => Some(reply.await),
-                    }
+                    };
+                    (node, reply)
                 }
             })
             .collect();
-        while let Some(reply) = replies.next().await {
-            if tally(reply) {
+        while let Some((node, reply)) = replies.next().await {
+            if tally(node, reply) {
                 return;
             }
         }
@@ -160,14 +180,16 @@ impl Nodes {
         let n = self.len();
         let quorum = self.quorum();
         let (mut won, mut held, mut failed) = (0usize, 0usize, 0usize);
-        let mut fencing_token = 0u64;
+        // The fencing token each winning node minted.
+        let mut minted: Vec<Option<u64>> = vec![None; n];
         let mut holder_ttl: Option<Duration> = None;
         let mut last_error = None;
         let ttl_ms = duration_ms(ttl);
         let queue = self.queue_keys(key);
         let queue = queue.as_ref();
-        self.fan_out(
+        self.fan_out_to(
             ttl,
+            |_| true,
             |mut conn| async move {
                 match queue {
                     Some((queue, entries)) => {
@@ -195,11 +217,11 @@ impl Nodes {
                     }
                 }
             },
-            |reply| {
+            |node, reply| {
                 match reply {
                     Some(Ok((1, fence))) => {
                         won += 1;
-                        fencing_token = fencing_token.max(u64::try_from(fence).unwrap_or(0));
+                        minted[node] = Some(u64::try_from(fence).unwrap_or(0));
                     }
                     Some(Ok((_, pttl))) => {
                         held += 1;
@@ -221,6 +243,9 @@ impl Nodes {
         )
         .await;
         if won >= quorum {
+            let fencing_token = minted.iter().flatten().copied().max().unwrap_or(0);
+            self.raise_counters(counter_key, fencing_token, &minted, ttl)
+                .await?;
             return Ok(Vote::Won { fencing_token });
         }
         if !self.is_redlock()
@@ -235,6 +260,66 @@ impl Nodes {
             });
         }
         Ok(Vote::Lost { holder_ttl })
+    }
+
+    /// Redlock: makes sure a quorum of counters is at least `fencing_token` before the guard is
+    /// returned, so that the next acquisition's token is larger whichever quorum it wins.
+    ///
+    /// Why: each node's counter is incremented only where an attempt won `SET NX`, so the
+    /// counters drift apart (attempts that lose the quorum move some of them), and the maximum
+    /// over one quorum can be below the maximum over another. With a quorum `S` of counters at
+    /// least `t` before the holder of `t` starts, any later winning quorum shares a node with
+    /// `S` and increments it past `t`. "Later" holds because the attempt that follows a
+    /// release or expiry of `t` sends its `SET NX`s after that node's floor was raised: the
+    /// raise completes before the guard is returned, and an acquisition counts only if at
+    /// least one node timeout of validity is left then (see `LockManager::acquire`), while a
+    /// round's replies count only within one node timeout.
+    ///
+    /// Nodes whose own minted token is `fencing_token` already qualify; when they form a
+    /// quorum (the counters agree, as in steady operation) nothing is sent. Otherwise the other
+    /// nodes get a `max(counter, fencing_token)` write, one round trip.
+    ///
+    /// # Errors
+    /// [`LockError::QuorumUnreachable`] when fewer than a quorum of counters could be raised.
+    async fn raise_counters(
+        &self,
+        counter_key: &str,
+        fencing_token: u64,
+        minted: &[Option<u64>],
+        ttl: Duration,
+    ) -> Result<(), LockError> {
+        let quorum = self.quorum();
+        let mut raised = minted
+            .iter()
+            .filter(|fence| **fence == Some(fencing_token))
+            .count();
+        if raised >= quorum {
+            return Ok(());
+        }
+        self.fan_out_to(
+            ttl,
+            |node| minted[node] != Some(fencing_token),
+            |mut conn| async move {
+                scripts::RAISE_COUNTER
+                    .key(counter_key)
+                    .arg(fencing_token)
+                    .invoke_async::<i64>(&mut conn)
+                    .await
+            },
+            |_, reply| {
+                raised += usize::from(matches!(reply, Some(Ok(_))));
+                raised >= quorum
+            },
+        )
+        .await;
+        if raised >= quorum {
+            Ok(())
+        } else {
+            Err(LockError::QuorumUnreachable {
+                reachable: raised,
+                needed: quorum,
+            })
+        }
     }
 
     /// Compare-and-delete of `token` on every node (one node: with hand-off to the first live
