@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs, missing_debug_implementations)]
 
+mod backend;
 mod builder;
+mod defer;
 mod error;
 mod fenced;
 mod fencing;
@@ -11,11 +13,19 @@ mod handoff;
 mod key;
 mod lease;
 mod manager;
+mod node;
 mod options;
+mod redact;
 mod redlock;
-mod release;
+mod replicas;
 mod scripts;
+mod sentinel;
+mod shared;
+mod single;
 mod slot;
+mod spawn;
+mod tls;
+mod vote;
 mod watchdog;
 
 #[doc(hidden)]

@@ -1,6 +1,5 @@
-//! The nodes a manager locks on: one Redis node, or Redlock over N independent masters.
+//! [`Redlock`]: the lock protocol over N independent masters.
 //!
-//! # Redlock
 //! The algorithm of the Redlock spec (redis.io, "Distributed Locks with Redis"):
 //! 1. send the acquire script (`SET key token NX PX ttl`) to all N masters in parallel, each
 //!    bounded by a per-node timeout that is small next to the TTL (default ttl/10, at most the
@@ -38,124 +37,67 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use redis::aio::ConnectionManager;
 
+use crate::node::Node;
 use crate::options::duration_ms;
-use crate::{LockError, handoff, scripts};
+use crate::vote::Vote;
+use crate::{LockError, scripts};
 
-/// The nodes of one manager.
+/// N independent masters.
 #[derive(Clone)]
-pub(crate) struct Nodes {
-    conns: Vec<ConnectionManager>,
-    /// Bound on each node's reply in Redlock mode; `None`: the connection's response timeout.
+pub(crate) struct Redlock {
+    nodes: Vec<Node>,
+    /// Bound on each node's reply; `None`: ttl/10 of the lease at hand.
     node_timeout: Option<Duration>,
-    /// The manager's key prefix, under which the waiter queue keys live.
-    key_prefix: String,
 }
 
-/// The outcome of one acquire round.
-#[derive(Debug)]
-pub(crate) enum Vote {
-    /// A quorum set the key; the largest fencing token they returned.
-    Won { fencing_token: u64 },
-    /// Not won; the smallest remaining TTL a holder reported, if any.
-    Lost { holder_ttl: Option<Duration> },
-}
-
-impl Nodes {
-    pub(crate) fn new(
-        conns: Vec<ConnectionManager>,
-        node_timeout: Option<Duration>,
-        key_prefix: String,
-    ) -> Self {
-        Nodes {
-            conns,
+impl Redlock {
+    pub(crate) fn new(nodes: Vec<Node>, node_timeout: Option<Duration>) -> Self {
+        Redlock {
+            nodes,
             node_timeout,
-            key_prefix,
         }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.conns.len()
-    }
-
-    /// The hand-off queue keys of `key` on a single node; `None` under Redlock, which has no
-    /// queue.
-    fn queue_keys(&self, key: &str) -> Option<(String, String)> {
-        (!self.is_redlock()).then(|| handoff::queue_keys(&self.key_prefix, key))
     }
 
     /// N/2 + 1 of the configured N.
     pub(crate) fn quorum(&self) -> usize {
-        self.conns.len() / 2 + 1
+        self.nodes.len() / 2 + 1
     }
 
-    fn is_redlock(&self) -> bool {
-        self.conns.len() > 1
+    /// The per-node bound for a lease of `ttl`: the configured node timeout, or ttl/10; at
+    /// least 1 ms.
+    pub(crate) fn node_timeout(&self, ttl: Duration) -> Duration {
+        self.node_timeout
+            .unwrap_or(ttl / 10)
+            .max(Duration::from_millis(1))
     }
 
-    /// The per-node bound for a lease of `ttl`: the configured node timeout, or ttl/10.
-    pub(crate) fn node_timeout(&self, ttl: Duration) -> Option<Duration> {
-        self.is_redlock().then(|| {
-            self.node_timeout
-                .unwrap_or(ttl / 10)
-                .max(Duration::from_millis(1))
-        })
-    }
-
-    /// Runs `call` on every node in parallel, each bounded by the node timeout, and feeds the
-    /// replies to `tally` as they come; `tally` returns `true` when the outcome is decided.
-    /// A timed-out node reports `None`.
+    /// Runs `call` on the nodes `to` selects, in parallel, each bounded by the node timeout,
+    /// and feeds the replies to `tally` with the node's index as they come; `tally` returns
+    /// `true` when the outcome is decided. A timed-out node reports `None`.
     async fn fan_out<T, F, Fut>(
-        &self,
-        ttl: Duration,
-        call: F,
-        mut tally: impl FnMut(Option<redis::RedisResult<T>>) -> bool,
-    ) where
-        F: Fn(ConnectionManager) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
-    {
-        self.fan_out_to(ttl, |_| true, call, |_, reply| tally(reply))
-            .await;
-    }
-
-    /// [`fan_out`](Self::fan_out) to the nodes `to` selects, with each reply's node index.
-    async fn fan_out_to<T, F, Fut>(
         &self,
         ttl: Duration,
         to: impl Fn(usize) -> bool,
         call: F,
         mut tally: impl FnMut(usize, Option<redis::RedisResult<T>>) -> bool,
     ) where
-        F: Fn(ConnectionManager) -> Fut,
+        F: Fn(Node) -> Fut,
         Fut: Future<Output = redis::RedisResult<T>>,
     {
-        let timeout = self.node_timeout(ttl);
-        if let ([conn], None) = (self.conns.as_slice(), timeout) {
-            // One node: no fan-out to schedule.
-            if to(0) {
-                tally(0, Some(call(conn.clone()).await));
-            }
-            return;
-        }
+        let limit = self.node_timeout(ttl);
         let mut replies: FuturesUnordered<_> = self
-            .conns
+            .nodes
             .iter()
             .enumerate()
-            .filter(|(node, _)| to(*node))
-            .map(|(node, conn)| {
-                let reply = call(conn.clone());
-                async move {
-                    let reply = match timeout {
-                        Some(limit) => tokio::time::timeout(limit, reply).await.ok(),
-                        None => Some(reply.await),
-                    };
-                    (node, reply)
-                }
+            .filter(|(index, _)| to(*index))
+            .map(|(index, node)| {
+                let reply = call(node.clone());
+                async move { (index, tokio::time::timeout(limit, reply).await.ok()) }
             })
             .collect();
-        while let Some((node, reply)) = replies.next().await {
-            if tally(node, reply) {
+        while let Some((index, reply)) = replies.next().await {
+            if tally(index, reply) {
                 return;
             }
         }
@@ -164,79 +106,47 @@ impl Nodes {
     /// One acquire round on all nodes.
     ///
     /// # Errors
-    /// One node: [`LockError::Redis`] on any failure. Redlock: [`LockError::QuorumUnreachable`]
-    /// when so many nodes failed that no quorum could be won.
-    ///
-    /// On a single node the queue-aware script runs: with `wake_channel` set, a waiter that
-    /// finds the key held is queued for hand-off (see `handoff`).
+    /// [`LockError::QuorumUnreachable`] when so many nodes failed that no quorum could be won,
+    /// or the counters could not be raised on a quorum.
     pub(crate) async fn acquire(
         &self,
         key: &str,
         counter_key: &str,
         token: &str,
         ttl: Duration,
-        wake_channel: Option<&str>,
     ) -> Result<Vote, LockError> {
-        let n = self.len();
+        let n = self.nodes.len();
         let quorum = self.quorum();
         let (mut won, mut held, mut failed) = (0usize, 0usize, 0usize);
         // The fencing token each winning node minted.
         let mut minted: Vec<Option<u64>> = vec![None; n];
         let mut holder_ttl: Option<Duration> = None;
-        let mut last_error = None;
         let ttl_ms = duration_ms(ttl);
-        let queue = self.queue_keys(key);
-        let queue = queue.as_ref();
-        self.fan_out_to(
+        self.fan_out(
             ttl,
             |_| true,
-            |mut conn| async move {
-                match queue {
-                    Some((queue, entries)) => {
-                        scripts::ACQUIRE_QUEUED
-                            .key(key)
-                            .key(counter_key)
-                            .key(queue)
-                            .key(entries)
-                            .arg(token)
-                            .arg(ttl_ms)
-                            .arg(u8::from(wake_channel.is_some()))
-                            .arg(duration_ms(handoff::ENTRY_LEASE))
-                            .arg(wake_channel.unwrap_or_default())
-                            .invoke_async::<(i64, i64)>(&mut conn)
-                            .await
-                    }
-                    None => {
-                        scripts::ACQUIRE
-                            .key(key)
-                            .key(counter_key)
-                            .arg(token)
-                            .arg(ttl_ms)
-                            .invoke_async::<(i64, i64)>(&mut conn)
-                            .await
-                    }
-                }
+            |mut node| async move {
+                scripts::ACQUIRE
+                    .key(key)
+                    .key(counter_key)
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .invoke_async::<(i64, i64)>(&mut node)
+                    .await
             },
-            |node, reply| {
-                match reply {
-                    Some(Ok((1, fence))) => {
+            |index, reply| {
+                match reply.map(|reply| reply.map(Vote::from_reply)) {
+                    Some(Ok(Vote::Won { fencing_token })) => {
                         won += 1;
-                        minted[node] = Some(u64::try_from(fence).unwrap_or(0));
+                        minted[index] = Some(fencing_token);
                     }
-                    Some(Ok((_, pttl))) => {
+                    Some(Ok(Vote::Lost { holder_ttl: ttl })) => {
                         held += 1;
-                        // 0: free, but a queued waiter has the turn (no lease to wait out);
-                        // -1: the key has no expiry.
-                        if let Some(ms) = u64::try_from(pttl).ok().filter(|ms| *ms > 0) {
-                            let ttl = Duration::from_millis(ms);
+                        if let Some(ttl) = ttl {
                             holder_ttl = Some(holder_ttl.map_or(ttl, |t| t.min(ttl)));
                         }
                     }
-                    Some(Err(err)) => {
-                        failed += 1;
-                        last_error = Some(err);
-                    }
-                    None => failed += 1,
+                    Some(Err(_)) | None => failed += 1,
                 }
                 won >= quorum || won + (n - won - held - failed) < quorum
             },
@@ -247,11 +157,6 @@ impl Nodes {
             self.raise_counters(counter_key, fencing_token, &minted, ttl)
                 .await?;
             return Ok(Vote::Won { fencing_token });
-        }
-        if !self.is_redlock()
-            && let Some(err) = last_error
-        {
-            return Err(LockError::Redis(err));
         }
         if failed > n - quorum {
             return Err(LockError::QuorumUnreachable {
@@ -296,14 +201,14 @@ impl Nodes {
         if raised >= quorum {
             return Ok(());
         }
-        self.fan_out_to(
+        self.fan_out(
             ttl,
-            |node| minted[node] != Some(fencing_token),
-            |mut conn| async move {
+            |index| minted[index] != Some(fencing_token),
+            |mut node| async move {
                 scripts::RAISE_COUNTER
                     .key(counter_key)
                     .arg(fencing_token)
-                    .invoke_async::<i64>(&mut conn)
+                    .invoke_async::<i64>(&mut node)
                     .await
             },
             |_, reply| {
@@ -322,13 +227,11 @@ impl Nodes {
         }
     }
 
-    /// Compare-and-delete of `token` on every node (one node: with hand-off to the first live
-    /// waiter, which also withdraws `token` from the waiter queue). `Ok(true)` when it was deleted on a quorum
-    /// (one node: on that node).
+    /// Compare-and-delete of `token` on every node. `Ok(true)` when it was deleted on a
+    /// quorum.
     ///
     /// # Errors
-    /// One node: [`LockError::Redis`]. Redlock: [`LockError::QuorumUnreachable`] when fewer
-    /// than a quorum of nodes answered.
+    /// [`LockError::QuorumUnreachable`] when fewer than a quorum of nodes answered.
     pub(crate) async fn release(
         &self,
         key: &str,
@@ -336,46 +239,26 @@ impl Nodes {
         ttl: Duration,
     ) -> Result<bool, LockError> {
         let (mut deleted, mut answered) = (0usize, 0usize);
-        let mut last_error = None;
-        let queue = self.queue_keys(key);
-        let queue = queue.as_ref();
         self.fan_out(
             ttl,
-            |mut conn| async move {
-                match queue {
-                    Some((queue, entries)) => {
-                        scripts::RELEASE_HANDOFF
-                            .key(key)
-                            .key(queue)
-                            .key(entries)
-                            .arg(token)
-                            .arg(duration_ms(handoff::CLAIM_WINDOW))
-                            .invoke_async::<i64>(&mut conn)
-                            .await
-                    }
-                    None => {
-                        scripts::RELEASE
-                            .key(key)
-                            .arg(token)
-                            .invoke_async::<i64>(&mut conn)
-                            .await
-                    }
-                }
+            |_| true,
+            |mut node| async move {
+                scripts::RELEASE
+                    .key(key)
+                    .arg(token)
+                    .invoke_async::<i64>(&mut node)
+                    .await
             },
-            |reply| {
-                match reply {
-                    Some(Ok(n)) => {
-                        answered += 1;
-                        deleted += usize::from(n == 1);
-                    }
-                    Some(Err(err)) => last_error = Some(err),
-                    None => {}
+            |_, reply| {
+                if let Some(Ok(n)) = reply {
+                    answered += 1;
+                    deleted += usize::from(n == 1);
                 }
                 false
             },
         )
         .await;
-        self.settle(answered, last_error)?;
+        self.settle(answered)?;
         Ok(deleted >= self.quorum())
     }
 
@@ -395,51 +278,35 @@ impl Nodes {
             .unwrap_or(Duration::ZERO);
         let mut votes = vec![0usize; leases.len()];
         let mut answered = 0usize;
-        let mut last_error = None;
         self.fan_out(
             shortest,
-            |mut conn| async move {
-                let mut invocation = scripts::RENEW.prepare_invoke();
-                for (key, token, ttl) in leases {
-                    invocation.key(*key).arg(*token).arg(duration_ms(*ttl));
-                }
-                invocation.invoke_async::<Vec<i64>>(&mut conn).await
-            },
-            |reply| {
-                match reply {
-                    Some(Ok(renewed)) => {
-                        answered += 1;
-                        for (vote, ok) in votes.iter_mut().zip(renewed) {
-                            *vote += usize::from(ok == 1);
-                        }
+            |_| true,
+            |node| node.renew(leases),
+            |_, reply| {
+                if let Some(Ok(renewed)) = reply {
+                    answered += 1;
+                    for (vote, ok) in votes.iter_mut().zip(renewed) {
+                        *vote += usize::from(ok);
                     }
-                    Some(Err(err)) => last_error = Some(err),
-                    None => {}
                 }
                 false
             },
         )
         .await;
-        self.settle(answered, last_error)?;
+        self.settle(answered)?;
         let quorum = self.quorum();
         Ok(votes.into_iter().map(|v| v >= quorum).collect())
     }
 
     /// An error when fewer than a quorum of nodes answered.
-    fn settle(
-        &self,
-        answered: usize,
-        last_error: Option<redis::RedisError>,
-    ) -> Result<(), LockError> {
+    fn settle(&self, answered: usize) -> Result<(), LockError> {
         if answered >= self.quorum() {
-            return Ok(());
-        }
-        match last_error {
-            Some(err) if !self.is_redlock() => Err(LockError::Redis(err)),
-            _ => Err(LockError::QuorumUnreachable {
+            Ok(())
+        } else {
+            Err(LockError::QuorumUnreachable {
                 reachable: answered,
                 needed: self.quorum(),
-            }),
+            })
         }
     }
 }

@@ -111,20 +111,22 @@ return {0, 0}
 ///   most the waiter's TTL) until the woken waiter claims it with its full TTL, so a waiter that
 ///   died while queued holds the others up for at most this long
 ///
-/// Returns 1 when the key held the token and was deleted, 0 otherwise.
+/// Returns 1 when the key held the token and was deleted, 0 when the key was missing, -1 when
+/// it holds another value (another holder's token, or another type).
 pub(crate) static RELEASE_HANDOFF: Lazy<Script> = Lazy::new(|| {
     with_value_of(
         r"
+local holder = value_of(KEYS[1])
 if redis.call('EXISTS', KEYS[2]) == 0 then
-  if value_of(KEYS[1]) == ARGV[1] then
+  if holder == ARGV[1] then
     return redis.call('DEL', KEYS[1])
   end
-  return 0
+  return holder and -1 or 0
 end
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
-if value_of(KEYS[1]) ~= ARGV[1] then
-  return 0
+if holder ~= ARGV[1] then
+  return holder and -1 or 0
 end
 redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
@@ -207,9 +209,50 @@ return 1
 
 /// Loads every script into the node's script cache (`SCRIPT LOAD`), so that the first burst of
 /// acquires does not each meet `NOSCRIPT` and load the script again.
-pub(crate) async fn preload(conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
+pub(crate) async fn preload_on(conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
     for script in [&*ACQUIRE_QUEUED, &*RELEASE_HANDOFF, &*RENEW] {
         script.load_async(conn).await?;
     }
     Ok(())
+}
+
+/// The commands each script runs, for an ACL refusal inside it: Redis reports only "the user
+/// executing the script can't run this command", without naming the command.
+fn commands_of(script: &Script) -> &'static str {
+    let hash = script.get_hash();
+    let table: [(&Lazy<Script>, &'static str); 6] = [
+        (&ACQUIRE, "SET, INCR, PTTL"),
+        (
+            &ACQUIRE_QUEUED,
+            "EXISTS, SET, INCR, GET, PEXPIRE, PTTL, TIME, LINDEX, LPOP, LREM, RPUSH, HGET, HSET, HDEL",
+        ),
+        (
+            &RELEASE_HANDOFF,
+            "GET, EXISTS, DEL, SET, TIME, LPOP, LREM, HGET, HDEL, PUBLISH",
+        ),
+        (&RELEASE, "GET, DEL"),
+        (&RENEW, "GET, PEXPIRE"),
+        (&RAISE_COUNTER, "GET, SET"),
+    ];
+    table
+        .iter()
+        .find(|(known, _)| known.get_hash() == hash)
+        .map_or("", |(_, commands)| commands)
+}
+
+/// `error` from invoking `script`, with the script's commands named when the ACL refused one
+/// of them (see the README's ACL rule).
+pub(crate) fn explain(script: &Script, error: redis::RedisError) -> redis::RedisError {
+    let text = error.to_string();
+    if !text.contains("can't run this command") {
+        return error;
+    }
+    redis::RedisError::from((
+        redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
+        "NOPERM: the ACL user may not run a command of a lockcore script",
+        format!(
+            "the script runs {}; grant them as in lockcore's README (\"ACL\"). Redis said: {text}",
+            commands_of(script)
+        ),
+    ))
 }

@@ -31,13 +31,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::LockError;
+use crate::backend::Backend;
+use crate::defer::OnDrop;
 use crate::lease::{Lease, LeaseStatus, WriteLock};
-use crate::redlock::Nodes;
 
 /// The most keys renewed by one script call.
 pub(crate) const MAX_BATCH: usize = 512;
@@ -114,8 +114,7 @@ impl Watchdog {
         self: &Arc<Self>,
         lease: Arc<Lease>,
         max_hold: Option<Duration>,
-        nodes: &Nodes,
-        runtime: &Handle,
+        backend: &Backend,
     ) -> Registration {
         let hold_until = max_hold.and_then(|d| lease.acquired_at.checked_add(d));
         let (id, start) = {
@@ -139,13 +138,20 @@ impl Watchdog {
             (id, start)
         };
         if let Some(generation) = start {
-            // The caller's runtime if it has one: the manager's own may have shut down.
-            let runtime = Handle::try_current().unwrap_or_else(|_| runtime.clone());
-            let running = Running {
-                watchdog: Arc::clone(self),
-                generation,
+            // Marks the scheduler stopped when its task ends, also when a runtime that shut
+            // down drops the task unpolled (the mark is moved into the task), so that the next
+            // registration starts a new scheduler. A stale scheduler's exit never clears a
+            // newer one's `running`.
+            let running = {
+                let dog = Arc::clone(self);
+                OnDrop::new(move || {
+                    let mut registry = dog.lock();
+                    if registry.generation == generation {
+                        registry.running = false;
+                    }
+                })
             };
-            runtime.spawn(run(running, nodes.clone()));
+            backend.spawn(run(running, Arc::clone(self), backend.clone()));
         } else {
             self.wake.notify_one();
         }
@@ -296,27 +302,10 @@ struct Plan {
     wake_at: Option<Instant>,
 }
 
-/// Marks the scheduler stopped when its task ends, also when a runtime that shut down drops
-/// the task (even unpolled: it is moved into the task), so that the next registration starts
-/// a new scheduler.
-struct Running {
-    watchdog: Arc<Watchdog>,
-    generation: u64,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let mut registry = self.watchdog.lock();
-        if registry.generation == self.generation {
-            registry.running = false;
-        }
-    }
-}
-
 /// The scheduler loop. Ends when nothing is registered (every registered lease keeps its
 /// manager, and so this watchdog, alive).
-async fn run(running: Running, nodes: Nodes) {
-    let dog = &running.watchdog;
+async fn run(_running: OnDrop<impl FnOnce()>, dog: Arc<Watchdog>, backend: Backend) {
+    let dog = &dog;
     loop {
         let Some(plan) = dog.plan(Instant::now()) else {
             return;
@@ -339,7 +328,7 @@ async fn run(running: Running, nodes: Nodes) {
                 (lease.key.as_str(), lease.token.as_str(), renewal.ttl)
             })
             .collect();
-        let reply = nodes.renew(&leases).await;
+        let reply = backend.renew(&leases).await;
         dog.settle_batch(start, &plan.batch, reply);
     }
 }
