@@ -6,15 +6,28 @@
 //! benchmarks all use it, so none of them needs a Redis running beforehand, only
 //! `redis-server` on `PATH`.
 //!
+//! `LOCKCORE_TEST_SERVER=valkey` runs every server of the harness on Valkey
+//! (`valkey-server`, installed by `scripts/ensure-valkey`) instead;
+//! [`server_description`] says what ran.
+//!
 //! ```no_run
 //! let server = lockcore_tests::RedisServer::start();
 //! let url = server.url(); // "redis://127.0.0.1:PORT/"
 //! # drop(url);
 //! ```
 
+mod flavour;
+mod poll;
+mod ports;
+mod process;
 mod server;
+mod url;
 
-pub use server::{INSTALL_HINT, RedisServer};
+pub use flavour::{
+    INSTALL_HINT, SERVER_ENV, ServerFlavour, VALKEY_INSTALL_HINT, server_description,
+    server_flavour,
+};
+pub use server::RedisServer;
 
 mod proxy;
 pub use proxy::{Direction, FaultProxy};
