@@ -16,6 +16,9 @@
 //! # drop(url);
 //! ```
 
+mod admin;
+mod cluster;
+mod cluster_view;
 mod flavour;
 mod poll;
 mod ports;
@@ -23,6 +26,8 @@ mod process;
 mod server;
 mod url;
 
+pub use cluster::{NODE_TIMEOUT, RedisCluster};
+pub use cluster_view::{ClusterNode, SLOT_COUNT, key_slot};
 pub use flavour::{
     INSTALL_HINT, SERVER_ENV, ServerFlavour, VALKEY_INSTALL_HINT, server_description,
     server_flavour,
