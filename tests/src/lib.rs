@@ -23,6 +23,7 @@ mod flavour;
 mod poll;
 mod ports;
 mod process;
+mod sentinel;
 mod server;
 mod url;
 
@@ -32,6 +33,7 @@ pub use flavour::{
     INSTALL_HINT, SERVER_ENV, ServerFlavour, VALKEY_INSTALL_HINT, server_description,
     server_flavour,
 };
+pub use sentinel::{DOWN_AFTER, MASTER_NAME, SentinelSetup};
 pub use server::RedisServer;
 
 mod proxy;
