@@ -25,6 +25,8 @@ mod ports;
 mod process;
 mod sentinel;
 mod server;
+mod tls;
+mod tls_certs;
 mod url;
 
 pub use cluster::{NODE_TIMEOUT, RedisCluster};
@@ -35,6 +37,7 @@ pub use flavour::{
 };
 pub use sentinel::{DOWN_AFTER, MASTER_NAME, SentinelSetup};
 pub use server::RedisServer;
+pub use tls::TlsServer;
 
 mod proxy;
 pub use proxy::{Direction, FaultProxy};

@@ -78,7 +78,8 @@ impl RedisServer {
     /// (`--aclfile`). Each entry is `(user, password, rules)`; the line is
     /// `user <user> <rules>`, with `><password>` added when `rules` does not
     /// already hold it. The `default` user stays as Redis makes it (`nopass`,
-    /// all commands) unless an entry names it.
+    /// all commands) unless an entry names it. Names and passwords cannot hold
+    /// whitespace (the aclfile format splits on it).
     ///
     /// ```no_run
     /// let server = lockcore_tests::RedisServer::start_with_acl(&[(
@@ -327,6 +328,10 @@ impl fmt::Debug for RedisServer {
 pub(crate) fn acl_file(users: &[(&str, &str, &str)]) -> String {
     let mut file = String::new();
     for (user, password, rules) in users {
+        assert!(
+            !user.contains(char::is_whitespace) && !password.contains(char::is_whitespace),
+            "an aclfile cannot hold whitespace in a user name or password: {user:?}"
+        );
         let secret = format!(">{password}");
         let has_secret = rules.split_whitespace().any(|rule| rule == secret);
         file.push_str(&format!("user {user} {rules}"));
