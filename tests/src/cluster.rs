@@ -28,14 +28,10 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long the cluster may take to agree after a change (creation, fail-over,
 /// slot migration).
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Pause between topology probes.
 const SETTLE_POLL: Duration = Duration::from_millis(50);
-
-/// Keys moved per `MIGRATE` call, and the bound on calls per slot.
-const MIGRATE_BATCH: usize = 100;
-const MIGRATE_MAX_BATCHES: usize = 1_000;
 
 struct Node {
     port: u16,
@@ -284,90 +280,6 @@ impl RedisCluster {
         }
     }
 
-    /// Move `slot` to the primary `to`, keys included: `CLUSTER SETSLOT
-    /// IMPORTING` on `to`, `MIGRATING` on the owner, `MIGRATE` the keys in
-    /// batches, then `SETSLOT NODE` on `to`, the old owner and the other
-    /// primaries, and wait until every live node agrees. Clients see `ASK`
-    /// during the move and `MOVED` after it; TTLs survive `MIGRATE`.
-    ///
-    /// # Panics
-    ///
-    /// If `to` is not a primary, a step fails, or the nodes do not agree
-    /// within 20 s (the message has the logs).
-    pub async fn migrate_slot(&self, slot: u16, to: &ClusterNode) {
-        if let Err(e) = self.try_migrate_slot(slot, to).await {
-            self.fail(&format!("migrating slot {slot} to {}: {e}", to.port()));
-        }
-    }
-
-    async fn try_migrate_slot(&self, slot: u16, to: &ClusterNode) -> Result<(), String> {
-        let view = self.view()?;
-        let from = view
-            .primary_for_slot(slot)
-            .cloned()
-            .ok_or_else(|| format!("no healthy primary serves slot {slot}"))?;
-        if !view
-            .nodes
-            .iter()
-            .any(|n| n.id() == to.id() && n.is_primary())
-        {
-            return Err(format!("{} is not a primary", to.port()));
-        }
-        if from.id() == to.id() {
-            return Ok(());
-        }
-        let setslot = |state: &str, id: &str| {
-            redis::cmd("CLUSTER")
-                .arg("SETSLOT")
-                .arg(slot)
-                .arg(state)
-                .arg(id)
-                .to_owned()
-        };
-        query_async::<()>(to.port(), &setslot("IMPORTING", from.id())).await?;
-        query_async::<()>(from.port(), &setslot("MIGRATING", to.id())).await?;
-        let mut moved = false;
-        for _ in 0..MIGRATE_MAX_BATCHES {
-            let keys: Vec<Vec<u8>> = query_async(
-                from.port(),
-                redis::cmd("CLUSTER")
-                    .arg("GETKEYSINSLOT")
-                    .arg(slot)
-                    .arg(MIGRATE_BATCH),
-            )
-            .await?;
-            if keys.is_empty() {
-                moved = true;
-                break;
-            }
-            let mut migrate = redis::cmd("MIGRATE");
-            migrate
-                .arg(HOST)
-                .arg(to.port())
-                .arg("")
-                .arg(0)
-                .arg(5_000)
-                .arg("KEYS")
-                .arg(&keys);
-            query_async::<()>(from.port(), &migrate).await?;
-        }
-        if !moved {
-            return Err(format!(
-                "slot {slot} still had keys after {MIGRATE_MAX_BATCHES} batches"
-            ));
-        }
-        query_async::<()>(to.port(), &setslot("NODE", to.id())).await?;
-        query_async::<()>(from.port(), &setslot("NODE", to.id())).await?;
-        for other in view.nodes.iter().filter(|n| {
-            n.is_primary() && !n.is_failing() && n.id() != from.id() && n.id() != to.id()
-        }) {
-            query_async::<()>(other.port(), &setslot("NODE", to.id())).await?;
-        }
-        self.wait_for_primary(slot, to.id(), SETTLE_TIMEOUT)
-            .await
-            .map(drop)
-    }
-
     /// The logs of every node (and the `--cluster create` output), for panic
     /// messages.
     pub fn log(&self) -> String {
@@ -390,7 +302,7 @@ impl RedisCluster {
     }
 
     /// `CLUSTER NODES` from the first live node that answers.
-    fn view(&self) -> Result<ClusterView, String> {
+    pub(crate) fn view(&self) -> Result<ClusterView, String> {
         let mut errors = Vec::new();
         for port in self.live_ports() {
             match query::<String>(port, redis::cmd("CLUSTER").arg("NODES")) {
@@ -401,7 +313,7 @@ impl RedisCluster {
         Err(format!("no live node answered CLUSTER NODES: {errors:?}"))
     }
 
-    async fn wait_for_primary(
+    pub(crate) async fn wait_for_primary(
         &self,
         slot: u16,
         id: &str,
@@ -468,7 +380,7 @@ impl RedisCluster {
         Ok(())
     }
 
-    fn fail(&self, what: &str) -> ! {
+    pub(crate) fn fail(&self, what: &str) -> ! {
         panic!(
             "RedisCluster ({}): {what}\nlogs:\n{}",
             self.flavour,

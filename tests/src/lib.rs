@@ -18,6 +18,7 @@
 
 mod admin;
 mod cluster;
+mod cluster_migration;
 mod cluster_view;
 mod flavour;
 mod poll;
@@ -30,6 +31,7 @@ mod tls_certs;
 mod url;
 
 pub use cluster::{NODE_TIMEOUT, RedisCluster};
+pub use cluster_migration::SlotMigration;
 pub use cluster_view::{ClusterNode, SLOT_COUNT, key_slot};
 pub use flavour::{
     INSTALL_HINT, SERVER_ENV, ServerFlavour, VALKEY_INSTALL_HINT, server_description,

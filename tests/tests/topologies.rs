@@ -8,6 +8,7 @@
 mod topologies {
     mod acl;
     mod cluster;
+    mod cluster_client;
     mod sentinel;
     mod tls;
 }
