@@ -14,7 +14,7 @@ use crate::announce;
 async fn primary_connection(setup: &SentinelSetup) -> (String, redis::aio::MultiplexedConnection) {
     let mut client = SentinelClient::build(
         setup.sentinel_urls(),
-        setup.master_name().to_owned(),
+        setup.master_name(),
         None,
         SentinelServerType::Master,
     )
