@@ -1,40 +1,25 @@
-//! A private `redis-server` process for one test (or one test binary).
+//! A private `redis-server` (or `valkey-server`, see [`crate::flavour`])
+//! process for one test (or one test binary).
 //!
-//! Process management (temp dir, log file, `--save ""`, kill on drop, free
-//! port) is done by [`redis_test::server::RedisServer`]; this module adds the
-//! project's rules on top: loopback only, never port 6379, `--appendonly no`
-//! unless the caller asks otherwise, a loud failure when `redis-server` is not
-//! installed, a bounded wait for `PING`, and restart on the same port.
+//! The project's rules: loopback only, never port 6379, `--save ""
+//! --appendonly no` unless the caller asks otherwise, a private temp dir, a
+//! loud failure when the binary is not installed, a bounded wait for `PING`,
+//! restart on the same port, kill on drop, the server log in every panic.
 
+use std::ffi::OsString;
 use std::fmt;
-use std::io::{ErrorKind, Read};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::fs;
+use std::time::Duration;
 
-use redis::ConnectionAddr;
 use tempfile::TempDir;
 
-type Inner = redis_test::server::RedisServer;
-
-/// The address every test server binds to. Never anything but loopback.
-const HOST: &str = "127.0.0.1";
-
-/// The port a developer's own Redis most likely uses. A test must never touch it.
-const FORBIDDEN_PORT: u16 = 6379;
-
-/// How long to wait for the first `PONG` after spawning.
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Pause between readiness probes.
-const READY_POLL: Duration = Duration::from_millis(20);
+use crate::flavour::{ServerFlavour, ensure_installed, server_flavour};
+use crate::ports::{FORBIDDEN_PORT, HOST, free_ports};
+use crate::process::{ServerProcess, arg};
+use crate::url::user_url;
 
 /// How many fresh ports to try when the one we picked was taken in the meantime.
 const START_ATTEMPTS: usize = 5;
-
-/// The command that installs the server on the project's machines (Debian).
-pub const INSTALL_HINT: &str = "sudo apt-get update && sudo apt-get install -y redis-server";
 
 /// Arguments the harness owns. Passing them as extra args would break the
 /// loopback/port/temp-dir guarantees (or detach the process), so they are refused.
@@ -53,13 +38,17 @@ const RESERVED_ARGS: &[&str] = &[
 ///
 /// Started with `--save "" --appendonly no` (plus any extra args), inside a temp
 /// dir that lives as long as this value, so `--appendonly yes` data survives
-/// [`restart`](Self::restart).
+/// [`restart`](Self::restart). The binary is the flavour's
+/// ([`server_flavour`](crate::server_flavour): `redis-server` or `valkey-server`).
 pub struct RedisServer {
-    // Field order matters: the process is killed (by `Inner`'s `Drop`) before
-    // the data dir is removed.
-    inner: Option<Inner>,
+    // Field order matters: the process is killed (by `ServerProcess`'s `Drop`)
+    // before the data dir is removed.
+    process: Option<ServerProcess>,
+    flavour: ServerFlavour,
     port: u16,
     extra_args: Vec<String>,
+    harness_args: Vec<OsString>,
+    runs: usize,
     data_dir: TempDir,
     previous_logs: String,
 }
@@ -76,52 +65,99 @@ impl RedisServer {
     ///
     /// # Panics
     ///
-    /// If `redis-server` is not installed (the message has the install
+    /// If the server binary is not installed (the message has the install
     /// command), if `args` contains an argument the harness owns (`--port`,
     /// `--bind`, `--dir`, ...), or if the server does not answer `PING` within
     /// 10 s (the message has the server log).
     pub fn start_with_args(args: &[&str]) -> RedisServer {
         check_extra_args(args);
-        ensure_installed("redis-server");
-        if let Ok(bin) = std::env::var("REDISRS_SERVER_BIN") {
-            ensure_installed(&bin);
-        }
+        Self::start_inner(args, |_| Vec::new())
+    }
 
+    /// Start a server with ACL users, written to an aclfile in the temp dir
+    /// (`--aclfile`). Each entry is `(user, password, rules)`; the line is
+    /// `user <user> <rules>`, with `><password>` added when `rules` does not
+    /// already hold it. The `default` user stays as Redis makes it (`nopass`,
+    /// all commands) unless an entry names it. Names and passwords cannot hold
+    /// whitespace (the aclfile format splits on it).
+    ///
+    /// ```no_run
+    /// let server = lockcore_tests::RedisServer::start_with_acl(&[(
+    ///     "app",
+    ///     "s3cret",
+    ///     "on >s3cret ~lock:* &lock:* +@all",
+    /// )]);
+    /// let url = server.url_for_user("app", "s3cret"); // redis://app:s3cret@127.0.0.1:PORT/
+    /// # drop(url);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`start_with_args`](Self::start_with_args), and when the server
+    /// refuses the aclfile (the message has the server log).
+    pub fn start_with_acl(users: &[(&str, &str, &str)]) -> RedisServer {
+        let acl = acl_file(users);
+        Self::start_inner(&[], move |dir| {
+            let path = dir.join("users.acl");
+            fs::write(&path, &acl)
+                .unwrap_or_else(|e| panic!("cannot write the aclfile {}: {e}", path.display()));
+            vec![arg("--aclfile"), arg(path)]
+        })
+    }
+
+    fn start_inner(
+        args: &[&str],
+        harness_args: impl FnOnce(&std::path::Path) -> Vec<OsString>,
+    ) -> RedisServer {
+        let flavour = server_flavour();
+        ensure_installed(flavour, flavour.server_bin());
         let data_dir = tempfile::Builder::new()
             .prefix("lockcore-redis-data")
             .tempdir()
-            .unwrap_or_else(|e| panic!("cannot create a temp dir for redis-server: {e}"));
-        let extra_args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-
-        let mut failures = String::new();
+            .unwrap_or_else(|e| {
+                panic!("cannot create a temp dir for {}: {e}", flavour.server_bin())
+            });
+        let harness_args = harness_args(data_dir.path());
+        let mut server = RedisServer {
+            process: None,
+            flavour,
+            port: 0,
+            extra_args: args.iter().map(|a| (*a).to_owned()).collect(),
+            harness_args,
+            runs: 0,
+            data_dir,
+            previous_logs: String::new(),
+        };
         for attempt in 1..=START_ATTEMPTS {
-            let port = pick_port();
-            let mut inner = spawn(port, data_dir.path(), &extra_args);
-            match wait_ready(&mut inner, port) {
-                Ok(()) => {
-                    return RedisServer {
-                        inner: Some(inner),
-                        port,
-                        extra_args,
-                        data_dir,
-                        previous_logs: failures,
-                    };
-                }
-                Err(failure) if failure.port_taken() && attempt < START_ATTEMPTS => {
+            server.port = free_ports(1, false)[0];
+            match server.spawn_and_wait() {
+                Ok(()) => return server,
+                Err(reason) if server.port_taken() && attempt < START_ATTEMPTS => {
                     // Another process grabbed the port between the probe and the
                     // bind: try a fresh one.
-                    failures.push_str(&format!(
-                        "--- attempt {attempt} on port {port}: port already in use ---\n{}\n",
-                        failure.details
+                    server.stop_with_note(&format!(
+                        "attempt {attempt} on port {}: port already in use ({reason})",
+                        server.port
                     ));
                 }
-                Err(failure) => panic!(
-                    "redis-server on {HOST}:{port} (args {extra_args:?}) {}\n{}",
-                    failure.reason, failure.details
-                ),
+                Err(reason) => {
+                    server.stop_with_note("start failed");
+                    panic!(
+                        "{} on {HOST}:{} (args {:?}) {reason}\nserver log:\n{}",
+                        flavour.server_bin(),
+                        server.port,
+                        server.extra_args,
+                        server.log()
+                    )
+                }
             }
         }
         unreachable!("the last start attempt either returns or panics")
+    }
+
+    /// The flavour this server runs (`redis` or `valkey`).
+    pub fn flavour(&self) -> ServerFlavour {
+        self.flavour
     }
 
     /// The TCP port the server listens on (never 6379).
@@ -134,6 +170,11 @@ impl RedisServer {
         format!("redis://{HOST}:{}/", self.port)
     }
 
+    /// `redis://USER:PASSWORD@127.0.0.1:PORT/`, user and password
+    /// percent-encoded.
+    pub fn url_for_user(&self, user: &str, password: &str) -> String {
+        user_url("redis", HOST, self.port, user, password)
+    }
     /// A `redis::Client` for this server.
     pub fn client(&self) -> redis::Client {
         redis::Client::open(self.url())
@@ -180,35 +221,32 @@ impl RedisServer {
     /// The server log: every run of this server so far, oldest first.
     pub fn log(&self) -> String {
         let mut log = self.previous_logs.clone();
-        if let Some(inner) = &self.inner {
-            log.push_str(&inner.log_file_contents().unwrap_or_default());
+        if let Some(process) = &self.process {
+            log.push_str(&process.log());
         }
         log
     }
 
     /// Whether the process was started and not stopped since.
     pub fn is_running(&self) -> bool {
-        self.inner.is_some()
+        self.process.is_some()
     }
 
     /// The OS process id, while running.
     pub fn pid(&self) -> Option<u32> {
-        self.inner.as_ref().map(|inner| inner.process.id())
+        self.process.as_ref().and_then(ServerProcess::pid)
     }
 
     /// Kill the server (`SIGKILL`) and wait for it to exit. Idempotent.
     ///
     /// The port is closed when this returns: new connections are refused.
     pub fn stop(&mut self) {
-        if let Some(mut inner) = self.inner.take() {
-            inner.stop();
-            self.previous_logs
-                .push_str(&inner.log_file_contents().unwrap_or_default());
-            self.previous_logs.push_str(&format!(
-                "--- redis-server on port {} stopped by the harness ---\n",
-                self.port
-            ));
-        }
+        let note = format!(
+            "{} on port {} stopped by the harness",
+            self.flavour.server_bin(),
+            self.port
+        );
+        self.stop_with_note(&note);
     }
 
     /// Start the server again on the same port with the same args (stopping
@@ -220,19 +258,56 @@ impl RedisServer {
     /// process took the port while it was down.
     pub fn restart(&mut self) {
         self.stop();
-        let mut inner = spawn(self.port, self.data_dir.path(), &self.extra_args);
-        let ready = wait_ready(&mut inner, self.port);
-        self.inner = Some(inner);
-        if let Err(failure) = ready {
-            self.stop();
+        if let Err(reason) = self.spawn_and_wait() {
+            self.stop_with_note("restart failed");
             panic!(
-                "restarted redis-server on {HOST}:{} (args {:?}) {}\n{}\nfull log:\n{}",
+                "restarted {} on {HOST}:{} (args {:?}) {reason}\nfull log:\n{}",
+                self.flavour.server_bin(),
                 self.port,
                 self.extra_args,
-                failure.reason,
-                failure.details,
                 self.log()
             );
+        }
+    }
+
+    fn spawn_and_wait(&mut self) -> Result<(), String> {
+        assert_ne!(
+            self.port, FORBIDDEN_PORT,
+            "the test harness must never use port {FORBIDDEN_PORT}"
+        );
+        self.runs += 1;
+        let mut args = vec![
+            arg("--port"),
+            arg(self.port.to_string()),
+            arg("--bind"),
+            arg(HOST),
+            arg("--save"),
+            arg(""),
+            arg("--appendonly"),
+            arg("no"),
+            arg("--enable-debug-command"),
+            arg("yes"),
+            arg("--dir"),
+            arg(self.data_dir.path()),
+        ];
+        args.extend(self.harness_args.iter().cloned());
+        args.extend(self.extra_args.iter().map(arg));
+        let label = format!("server-{}-run{}", self.port, self.runs);
+        let mut process = ServerProcess::spawn(self.flavour, &label, self.data_dir.path(), &args);
+        let ready = process.wait_ready(self.port);
+        self.process = Some(process);
+        ready
+    }
+
+    fn port_taken(&self) -> bool {
+        self.log().contains("Address already in use")
+    }
+
+    fn stop_with_note(&mut self, note: &str) {
+        if let Some(mut process) = self.process.take() {
+            process.kill();
+            self.previous_logs.push_str(&process.log());
+            self.previous_logs.push_str(&format!("--- {note} ---\n"));
         }
     }
 }
@@ -240,6 +315,7 @@ impl RedisServer {
 impl fmt::Debug for RedisServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisServer")
+            .field("flavour", &self.flavour)
             .field("url", &self.url())
             .field("pid", &self.pid())
             .field("extra_args", &self.extra_args)
@@ -248,24 +324,23 @@ impl fmt::Debug for RedisServer {
     }
 }
 
-/// Panic with the install command when `bin` cannot be executed.
-fn ensure_installed(bin: &str) {
-    let probe = Command::new(bin)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    match probe {
-        Ok(_) => {}
-        Err(e) if e.kind() == ErrorKind::NotFound => panic!(
-            "`{bin}` was not found on PATH; the lockcore integration tests need a real Redis \
-             server. Install it with:\n    {INSTALL_HINT}"
-        ),
-        Err(e) => {
-            panic!("cannot run `{bin} --version` ({e}); install Redis with:\n    {INSTALL_HINT}")
+/// The aclfile for [`RedisServer::start_with_acl`] (and the TLS server).
+pub(crate) fn acl_file(users: &[(&str, &str, &str)]) -> String {
+    let mut file = String::new();
+    for (user, password, rules) in users {
+        assert!(
+            !user.contains(char::is_whitespace) && !password.contains(char::is_whitespace),
+            "an aclfile cannot hold whitespace in a user name or password: {user:?}"
+        );
+        let secret = format!(">{password}");
+        let has_secret = rules.split_whitespace().any(|rule| rule == secret);
+        file.push_str(&format!("user {user} {rules}"));
+        if !has_secret {
+            file.push_str(&format!(" {secret}"));
         }
+        file.push('\n');
     }
+    file
 }
 
 fn check_extra_args(args: &[&str]) {
@@ -282,119 +357,6 @@ fn check_extra_args(args: &[&str]) {
             );
         }
     }
-}
-
-/// A free port on loopback that is not 6379.
-fn pick_port() -> u16 {
-    for _ in 0..100 {
-        let port = redis_test::utils::get_random_available_port();
-        if port != FORBIDDEN_PORT {
-            return port;
-        }
-    }
-    panic!("could not find a free port other than {FORBIDDEN_PORT}");
-}
-
-fn spawn(port: u16, data_dir: &Path, extra_args: &[String]) -> Inner {
-    assert_ne!(
-        port, FORBIDDEN_PORT,
-        "the test harness must never use port {FORBIDDEN_PORT}"
-    );
-    let addr = ConnectionAddr::Tcp(HOST.to_owned(), port);
-    Inner::new_with_addr_tls_modules_and_spawner(addr, None, None, false, None, &[], |cmd| {
-        cmd.arg("--appendonly")
-            .arg("no")
-            .arg("--dir")
-            .arg(data_dir)
-            .args(extra_args)
-            .current_dir(data_dir)
-            .stdin(Stdio::null());
-        cmd.spawn().unwrap_or_else(|e| {
-            if e.kind() == ErrorKind::NotFound {
-                panic!(
-                    "cannot start {cmd:?}: the redis-server binary was not found. Install it with:\n    {INSTALL_HINT}"
-                )
-            }
-            panic!("cannot start {cmd:?}: {e}")
-        })
-    })
-}
-
-struct StartFailure {
-    reason: String,
-    details: String,
-}
-
-impl StartFailure {
-    fn port_taken(&self) -> bool {
-        self.details.contains("Address already in use")
-    }
-}
-
-/// Poll `PING` until `PONG`, the process exits, or [`READY_TIMEOUT`] passes.
-fn wait_ready(inner: &mut Inner, port: u16) -> Result<(), StartFailure> {
-    let client = redis::Client::open(format!("redis://{HOST}:{port}/"))
-        .unwrap_or_else(|e| panic!("invalid redis url for port {port}: {e}"));
-    let started = Instant::now();
-    loop {
-        if let Ok(Some(status)) = inner.process.try_wait() {
-            return Err(StartFailure {
-                reason: format!("exited before answering PING ({status})"),
-                details: format!(
-                    "stderr/stdout:\n{}\nserver log:\n{}",
-                    drain_output(&mut inner.process),
-                    inner.log_file_contents().unwrap_or_default()
-                ),
-            });
-        }
-        let last_error = match ping(&client) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        if started.elapsed() >= READY_TIMEOUT {
-            inner.stop();
-            return Err(StartFailure {
-                reason: format!(
-                    "did not answer PING within {READY_TIMEOUT:?} (last error: {last_error})"
-                ),
-                details: format!(
-                    "stderr/stdout:\n{}\nserver log:\n{}",
-                    drain_output(&mut inner.process),
-                    inner.log_file_contents().unwrap_or_default()
-                ),
-            });
-        }
-        thread::sleep(READY_POLL);
-    }
-}
-
-fn ping(client: &redis::Client) -> Result<(), String> {
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_millis(500))
-        .map_err(|e| e.to_string())?;
-    con.set_read_timeout(Some(Duration::from_millis(500)))
-        .map_err(|e| e.to_string())?;
-    let pong: String = redis::cmd("PING")
-        .query(&mut con)
-        .map_err(|e| e.to_string())?;
-    if pong == "PONG" {
-        Ok(())
-    } else {
-        Err(format!("unexpected PING reply {pong:?}"))
-    }
-}
-
-/// What the (exited) process printed before `--logfile` took effect, e.g. a
-/// config error.
-fn drain_output(process: &mut Child) -> String {
-    let mut out = String::new();
-    if let Some(stderr) = process.stderr.as_mut() {
-        let _ = stderr.read_to_string(&mut out);
-    }
-    if let Some(stdout) = process.stdout.as_mut() {
-        let _ = stdout.read_to_string(&mut out);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -542,6 +504,9 @@ mod tests {
     #[test]
     #[should_panic(expected = "sudo apt-get update && sudo apt-get install -y redis-server")]
     fn missing_binary_names_the_install_command() {
-        ensure_installed("redis-server-that-does-not-exist-lockcore");
+        ensure_installed(
+            ServerFlavour::Redis,
+            "redis-server-that-does-not-exist-lockcore",
+        );
     }
 }
