@@ -1,0 +1,267 @@
+//! lockcore on a real Redis Cluster (3 primaries + 3 replicas, started by the harness): key
+//! shapes, fencing per slot, hand-off, the watchdog across slots, a slot migrated under a held
+//! lock, and a fail-over with a holder and a queued waiter (issue 10 §4).
+//!
+//! One cluster per test: they take about two seconds to start.
+
+use std::time::Duration;
+
+use lockcore::{FencingCounter, LockError, LockManager, LockOptions};
+use lockcore_tests::RedisCluster;
+use redis::AsyncCommands as _;
+use tokio::time::Instant;
+
+async fn manager(cluster: &RedisCluster) -> LockManager {
+    LockManager::builder()
+        .cluster(cluster.seed_urls())
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("cluster manager: {e}\n{}", cluster.log()))
+}
+
+async fn raw(cluster: &RedisCluster) -> redis::cluster_async::ClusterConnection {
+    redis::cluster::ClusterClient::new(cluster.seed_urls())
+        .unwrap_or_else(|e| panic!("cluster client: {e}"))
+        .get_async_connection()
+        .await
+        .unwrap_or_else(|e| panic!("cluster connection: {e}"))
+}
+
+fn once(ttl_ms: u64) -> LockOptions {
+    LockOptions::new(Duration::from_millis(ttl_ms)).wait(Duration::ZERO)
+}
+
+/// Keys of many shapes land in many slots; each is locked, visible on the cluster with its
+/// token, excluded for a second contender, and released. Fencing tokens of one key grow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_key_shapes_lock_and_release() {
+    let cluster = RedisCluster::start();
+    let locks = manager(&cluster).await;
+    let other = manager(&cluster).await;
+    let mut con = raw(&cluster).await;
+    let keys = [
+        "order:1",
+        "order:2",
+        "{user:7}:cart",
+        "{user:7}:wallet",
+        "caf\u{e9}",
+        "a{}b",
+        "{}",
+        "x}{y",
+        "with space",
+        "emoji:\u{1f512}",
+    ];
+    let mut slots = std::collections::BTreeSet::new();
+    for key in keys {
+        let full = format!("lock:{key}");
+        slots.insert(RedisCluster::slot_for_key(&full));
+        let guard = locks
+            .try_acquire(key, &once(5_000))
+            .await
+            .unwrap_or_else(|e| panic!("acquire {key:?}: {e}"))
+            .unwrap_or_else(|| panic!("{key:?} is free"));
+        let stored: Option<String> = con.get(&full).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stored.as_deref(), Some(guard.token()), "{key:?}");
+        let contender = other.try_acquire(key, &once(5_000)).await;
+        assert!(
+            matches!(contender, Ok(None)),
+            "{key:?} is held: {contender:?}"
+        );
+        let first = guard.fencing_token();
+        assert!(guard.release().await.is_ok(), "release {key:?}");
+        let again = locks
+            .try_acquire(key, &once(5_000))
+            .await
+            .unwrap_or_else(|e| panic!("re-acquire {key:?}: {e}"))
+            .unwrap_or_else(|| panic!("{key:?} was released"));
+        assert!(
+            again.fencing_token() > first,
+            "{key:?}: fencing tokens grow"
+        );
+        assert!(again.release().await.is_ok());
+    }
+    assert!(slots.len() >= 5, "the keys cover several slots: {slots:?}");
+}
+
+/// The watchdog renews leases in many slots (one script call per slot: a cross-slot batch
+/// would fail with CROSSSLOT). Its twin without the watchdog loses every key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_renews_across_slots_twin_without_it_expires() {
+    let cluster = RedisCluster::start();
+    let locks = manager(&cluster).await;
+    let mut con = raw(&cluster).await;
+    let ttl = Duration::from_millis(600);
+    let mut watched = Vec::new();
+    let mut unwatched = Vec::new();
+    for i in 0..12 {
+        let w = LockOptions::new(ttl).wait(Duration::ZERO).watchdog(true);
+        watched.push(
+            locks
+                .try_acquire(&format!("wd:on:{i}"), &w)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|| panic!("free")),
+        );
+        unwatched.push(
+            locks
+                .try_acquire(&format!("wd:off:{i}"), &once(600))
+                .await
+                .unwrap_or_else(|e| panic!("{e}"))
+                .unwrap_or_else(|| panic!("free")),
+        );
+    }
+    tokio::time::sleep(ttl * 3).await;
+    for guard in &watched {
+        assert!(guard.is_held(), "{} lost", guard.key());
+        let stored: Option<String> = con.get(guard.key()).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(stored.as_deref(), Some(guard.token()), "{}", guard.key());
+    }
+    for guard in &unwatched {
+        let stored: Option<String> = con.get(guard.key()).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            stored,
+            None,
+            "{} must expire without the watchdog",
+            guard.key()
+        );
+    }
+    for guard in watched {
+        assert!(guard.release().await.is_ok());
+    }
+    assert_eq!(locks.live_renewals(), 0);
+}
+
+/// A contended waiter queues on the cluster and is handed the lock by the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handoff_wakes_a_queued_waiter() {
+    let cluster = RedisCluster::start();
+    let holder = manager(&cluster).await;
+    let waiter = manager(&cluster).await;
+    let guard = holder
+        .try_acquire("handoff", &once(10_000))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("free"));
+    let (queued_tx, queued_rx) = tokio::sync::oneshot::channel();
+    let waiting = tokio::spawn(async move {
+        let _ = queued_tx.send(());
+        let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::from_secs(5));
+        waiter.acquire("handoff", &opts).await
+    });
+    let _ = queued_rx.await;
+    let first = guard.fencing_token();
+    assert!(guard.release().await.is_ok());
+    let handed = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap_or_else(|_| panic!("the waiter was not handed the lock"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("waiter: {e}"));
+    assert!(handed.fencing_token() > first);
+    assert!(handed.release().await.is_ok());
+}
+
+/// A slot migrated to another primary while its lock is held and renewed: the lease survives
+/// (MIGRATE keeps the TTL; the client follows ASK and MOVED) and the release still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slot_migration_under_a_held_lock() {
+    let cluster = RedisCluster::start();
+    let locks = manager(&cluster).await;
+    let key = "migrating";
+    let full = format!("lock:{key}");
+    let ttl = Duration::from_millis(900);
+    let guard = locks
+        .try_acquire(
+            key,
+            &LockOptions::new(ttl).wait(Duration::ZERO).watchdog(true),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("free"));
+    let slot = RedisCluster::slot_for_key(&full);
+    let owner = cluster.primary_for_slot(slot);
+    let target = cluster
+        .nodes()
+        .into_iter()
+        .find(|n| n.is_primary() && n.id() != owner.id())
+        .unwrap_or_else(|| panic!("another primary"));
+    cluster.migrate_slot(slot, &target).await;
+    assert_eq!(cluster.primary_for_slot(slot).id(), target.id());
+    tokio::time::sleep(ttl * 2).await;
+    assert!(guard.is_held(), "the lease survives the migration");
+    let mut con = raw(&cluster).await;
+    let stored: Option<String> = con.get(&full).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(stored.as_deref(), Some(guard.token()));
+    assert!(guard.release().await.is_ok(), "release after the migration");
+    let gone: Option<String> = con.get(&full).await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(gone, None);
+}
+
+/// `CLUSTER FAILOVER` of the lock's primary with a holder and a queued waiter: every call ends
+/// within its budget with a guard or a Redis error (never `Contended` for a free key), and the
+/// waiter gets the lock once the holder releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_with_a_holder_and_a_queued_waiter() {
+    let cluster = RedisCluster::start();
+    let holder = manager(&cluster).await;
+    let waiter = manager(&cluster).await;
+    let key = "failover";
+    let guard = holder
+        .try_acquire(
+            key,
+            &LockOptions::new(Duration::from_secs(3))
+                .wait(Duration::ZERO)
+                .watchdog(true),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|| panic!("free"));
+    let budget = Duration::from_secs(8);
+    let waiting = tokio::spawn(async move {
+        let started = Instant::now();
+        let opts = LockOptions::new(Duration::from_secs(3)).wait(budget);
+        let mut last = None;
+        // Bounded: a Redis error during the fail-over is retried at most 20 times.
+        for _ in 0..20 {
+            match waiter.acquire(key, &opts).await {
+                Ok(guard) => return (Ok(guard), started.elapsed()),
+                Err(e @ LockError::Redis(_)) => last = Some(e),
+                Err(e) => return (Err(e), started.elapsed()),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        (
+            Err(last.unwrap_or(LockError::NoDefaultManager)),
+            started.elapsed(),
+        )
+    });
+    cluster.failover_primary_of(&format!("lock:{key}")).await;
+    let released = guard.release().await;
+    assert!(
+        !matches!(released, Err(LockError::Contended { .. })),
+        "release after the fail-over: {released:?}"
+    );
+    let (acquired, took) = tokio::time::timeout(budget * 3, waiting)
+        .await
+        .unwrap_or_else(|_| panic!("the waiter never finished"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let guard = acquired
+        .unwrap_or_else(|e| panic!("the waiter must get the lock, got {e:?} after {took:?}"));
+    assert!(guard.release().await.is_ok());
+}
+
+/// A per-prefix fencing counter cannot share every lock key's slot: refused at build time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_prefix_counter_is_refused_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let built = LockManager::builder()
+        .cluster(cluster.seed_urls())
+        .fencing_counter(FencingCounter::PerPrefix)
+        .build()
+        .await;
+    match built {
+        Err(LockError::InvalidOptions { reason }) => {
+            assert!(reason.contains("PerSlot"), "{reason}")
+        }
+        other => panic!("expected InvalidOptions, got {other:?}"),
+    }
+}
