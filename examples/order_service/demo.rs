@@ -6,13 +6,13 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use lockcore_tests::RedisServer;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::time::{Instant, timeout_at};
 
 use crate::db;
 use crate::report::{Phase, PhaseSummary, WorkerReport};
+use crate::topology::{self, Target, Topology};
 
 /// The one product every order is for.
 const PRODUCT_ID: i64 = 1;
@@ -40,9 +40,13 @@ pub(crate) struct DemoArgs {
     /// Simulated work between reading and writing the stock, in ms.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=5_000))]
     work_ms: u64,
-    /// Redis to lock on; without it a private redis-server is started on a free port.
+    /// Redis to lock on (single topology only); without it the demo starts its own servers on
+    /// free ports.
     #[arg(long, env = "REDIS_URL")]
     redis_url: Option<String>,
+    /// What to lock on: one node, a Sentinel set-up, a cluster, or Redlock over 5 nodes.
+    #[arg(long, value_enum, default_value_t = Topology::Single)]
+    topology: Topology,
 }
 
 /// Runs both phases. `Ok(false)` when the locked phase oversold (or the data
@@ -51,21 +55,32 @@ pub(crate) async fn run(args: DemoArgs) -> Result<bool, Box<dyn Error>> {
     let attempted = u64::from(args.instances) * u64::from(args.orders_per_instance);
 
     let mut private_redis = None;
-    let url = match &args.redis_url {
-        Some(url) => url.clone(),
-        None => {
-            // Blocking (it polls PING): keep it off the runtime threads. It
-            // panics with the install command if redis-server is missing.
-            let server = tokio::task::spawn_blocking(RedisServer::start)
+    let target = match (&args.redis_url, args.topology) {
+        (Some(url), Topology::Single) => Target {
+            topology: Topology::Single,
+            urls: vec![url.clone()],
+            master_name: None,
+        },
+        (Some(_), other) => {
+            return Err(format!(
+                "REDIS_URL / --redis-url is for the single topology, not {other:?}"
+            )
+            .into());
+        }
+        (None, topology) => {
+            // Blocking (it polls the servers): keep it off the runtime threads.
+            let started = tokio::task::spawn_blocking(move || topology::start(topology))
                 .await
-                .map_err(|e| format!("could not start a private redis-server: {e}"))?;
-            let url = server.url();
-            private_redis = Some(server);
-            url
+                .map_err(|e| format!("could not start the servers: {e}"))?;
+            let (servers, target) = started.map_err(|e| e.to_string())?;
+            private_redis = Some(servers);
+            target
         }
     };
+    let url = target.describe();
     // Fail fast, with a clear message, before any worker starts.
-    lockcore::LockManager::connect(&url)
+    target
+        .connect()
         .await
         .map_err(|e| format!("cannot connect to Redis at {url}: {e}"))?;
 
@@ -86,7 +101,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<bool, Box<dyn Error>> {
         args.concurrency.min(args.orders_per_instance),
         args.work_ms,
         if private_redis.is_some() {
-            " (private redis-server)"
+            " (private servers)"
         } else {
             ""
         },
@@ -103,7 +118,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<bool, Box<dyn Error>> {
     for phase in [Phase::NoLock, Phase::WithLock] {
         db::reset_at(&db_path, PRODUCT_ID, args.stock)
             .map_err(|e| format!("cannot reset {}: {e}", db_path.display()))?;
-        let summary = run_phase(phase, &args, &db_path, &url, attempted).await?;
+        let summary = run_phase(phase, &args, &db_path, &target, attempted).await?;
         println!("{}", summary.table());
         summaries.push(summary);
     }
@@ -141,9 +156,7 @@ pub(crate) async fn run(args: DemoArgs) -> Result<bool, Box<dyn Error>> {
         println!("{}", s.summary_line());
     }
 
-    if let Some(mut server) = private_redis {
-        server.stop();
-    }
+    drop(private_redis);
     Ok(ok)
 }
 
@@ -158,7 +171,7 @@ async fn run_phase(
     phase: Phase,
     args: &DemoArgs,
     db_path: &Path,
-    url: &str,
+    target: &Target,
     attempted: u64,
 ) -> Result<PhaseSummary, Box<dyn Error>> {
     let exe = std::env::current_exe()
@@ -173,7 +186,7 @@ async fn run_phase(
             .args(["--phase", phase.name()])
             .arg("--db")
             .arg(db_path)
-            .args(["--redis-url", url])
+            .args(target.args())
             .args(["--product-id", &PRODUCT_ID.to_string()])
             .args(["--orders", &args.orders_per_instance.to_string()])
             .args(["--concurrency", &args.concurrency.to_string()])

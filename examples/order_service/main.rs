@@ -4,6 +4,7 @@
 //! cargo run --release --example order_service
 //! cargo run --release --example order_service -- --stock 20 --instances 4
 //! REDIS_URL=redis://127.0.0.1:6380/ cargo run --release --example order_service
+//! cargo run --release --example order_service -- --topology cluster
 //! ```
 //!
 //! The parent process creates an SQLite database holding one product with
@@ -18,14 +19,16 @@
 //!    `#[distributed_lock(key = "order:lock:product:<product_id>", ..)]`.
 //!    Exactly `--stock` orders succeed; the rest are rejected as sold out.
 //!
-//! Without `REDIS_URL` a private `redis-server` is started on a free port on
-//! 127.0.0.1 (only `redis-server` on `PATH` is needed) and stopped at the end.
+//! Without `REDIS_URL` the demo starts its own servers on free ports on 127.0.0.1 (only
+//! `redis-server` on `PATH` is needed): one node by default, or `--topology sentinel`,
+//! `cluster` or `redlock`; they are stopped at the end.
 //! The exit status is non-zero when the locked phase oversells.
 
 mod db;
 mod demo;
 mod orders;
 mod report;
+mod topology;
 mod worker;
 
 use std::error::Error;

@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 use crate::db::Db;
 use crate::orders::{OrderError, OrderResult, Outcome, place_order, place_order_unlocked};
 use crate::report::{Phase, WorkerReport};
+use crate::topology::Target;
 
 /// How many per-order errors a worker prints to stderr before going quiet.
 const MAX_ERRORS_SHOWN: usize = 3;
@@ -28,8 +29,8 @@ pub(crate) struct WorkerArgs {
     /// The SQLite database file.
     #[arg(long)]
     pub(crate) db: PathBuf,
-    #[arg(long)]
-    pub(crate) redis_url: String,
+    #[command(flatten)]
+    pub(crate) target: Target,
     #[arg(long)]
     pub(crate) product_id: i64,
     /// Orders this instance places in total.
@@ -74,9 +75,12 @@ pub(crate) async fn run(args: WorkerArgs) -> Result<(), Box<dyn Error>> {
 
     // Own connections, opened before the start signal so that connection
     // set-up is not part of the burst.
-    let manager = lockcore::LockManager::connect(&args.redis_url)
-        .await
-        .map_err(|e| format!("{who}: cannot connect to Redis at {}: {e}", args.redis_url))?;
+    let manager = args.target.connect().await.map_err(|e| {
+        format!(
+            "{who}: cannot connect to Redis at {}: {e}",
+            args.target.describe()
+        )
+    })?;
     lockcore::set_default_manager(manager)?;
     let lanes = args.concurrency.min(args.orders.max(1));
     let mut dbs = Vec::new();

@@ -290,6 +290,11 @@ impl LockManagerBuilder {
                     self.counter(false)?,
                 )
             }
+            Topology::Nodes(_) if self.replicas.is_some() => {
+                return Err(LockError::InvalidOptions {
+                    reason: "wait_for_replicas is for one node, Sentinel and Cluster; Redlock's masters are independent, with no replicas to wait for".to_owned(),
+                });
+            }
             Topology::Nodes(urls) => {
                 let nodes = urls
                     .iter()
