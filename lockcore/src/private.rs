@@ -38,14 +38,17 @@ pub fn manager<M: Borrow<LockManager>>(m: &M) -> LockManager {
     m.borrow().clone()
 }
 
-/// The manager's default options with the attribute's overrides.
+/// The manager's default options with the attribute's overrides. The watchdog is the
+/// attribute's `watchdog` argument, else the manager's explicit choice, else on.
 pub fn options(
     manager: &LockManager,
     ttl_ms: Option<u64>,
     wait_ms: Option<u64>,
-    watchdog: bool,
+    watchdog: Option<bool>,
 ) -> LockOptions {
-    let mut opts = manager.default_options().clone().watchdog(watchdog);
+    let defaults = manager.default_options();
+    let watchdog = watchdog.or(defaults.watchdog_choice()).unwrap_or(true);
+    let mut opts = defaults.clone().watchdog(watchdog);
     if let Some(ttl) = ttl_ms {
         opts = opts.with_ttl(Duration::from_millis(ttl));
     }

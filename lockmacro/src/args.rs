@@ -27,7 +27,8 @@ pub(crate) struct Config {
     pub(crate) manager: Option<Expr>,
     /// `::lockcore` unless `crate = ".."` says otherwise.
     pub(crate) krate: Path,
-    pub(crate) watchdog: bool,
+    /// `None`: the manager's explicit choice, else on (decided at run time).
+    pub(crate) watchdog: Option<bool>,
     pub(crate) on_lost: OnLost,
     pub(crate) guard: Option<Ident>,
 }
@@ -61,7 +62,7 @@ impl Config {
             wait_ms: None,
             manager: None,
             krate: syn::parse_quote!(::lockcore),
-            watchdog: true,
+            watchdog: None,
             on_lost: OnLost::Abort,
             guard: None,
         };
@@ -90,7 +91,7 @@ impl Config {
                     Ok(())
                 }
                 "crate" => crate_path(&value).map(|path| config.krate = path),
-                "watchdog" => boolean(&value).map(|b| config.watchdog = b),
+                "watchdog" => boolean(&value).map(|b| config.watchdog = Some(b)),
                 "on_lost" => on_lost(&value).map(|v| config.on_lost = v),
                 // The name was checked against `ARG_NAMES` above, so this is `guard`.
                 _ => guard(&value).map(|ident| config.guard = Some(ident)),
@@ -231,7 +232,7 @@ mod tests {
         assert!(config.manager.is_none());
         let krate = &config.krate;
         assert_eq!(quote!(#krate).to_string(), quote!(::lockcore).to_string());
-        assert!(config.watchdog);
+        assert_eq!(config.watchdog, None);
         assert_eq!(config.on_lost, OnLost::Abort);
         assert!(config.guard.is_none());
     }
@@ -256,7 +257,7 @@ mod tests {
         assert_eq!(quote!(#manager).to_string(), quote!(self.locks).to_string());
         let krate = config.krate;
         assert_eq!(quote!(#krate).to_string(), quote!(::my::lock).to_string());
-        assert!(!config.watchdog);
+        assert_eq!(config.watchdog, Some(false));
         assert_eq!(config.on_lost, OnLost::Continue);
         assert_eq!(config.guard.map(|g| g.to_string()).as_deref(), Some("g"));
     }

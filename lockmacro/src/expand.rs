@@ -214,7 +214,10 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
     };
     let ttl = millis(config.ttl_ms);
     let wait = millis(config.wait_ms);
-    let watchdog = config.watchdog;
+    let watchdog = match config.watchdog {
+        Some(on) => quote!(::core::option::Option::Some(#on)),
+        None => quote!(::core::option::Option::None),
+    };
     let on_lost = match config.on_lost {
         OnLost::Abort => quote!(Abort),
         OnLost::Continue => quote!(Continue),

@@ -49,7 +49,7 @@ mod snapshot_tests;
 /// | `wait_ms` | integer literal: the total time to wait for a contended lock, in milliseconds; `0` means one attempt | the manager's default (5 000 ms) |
 /// | `manager` | expression evaluated in the function's scope, giving a `LockManager`, `&LockManager` or `Arc<LockManager>`, e.g. `self.locks` | `lockcore::default_manager()` |
 /// | `crate` | string literal: the path to lockcore, for a renamed dependency, e.g. `crate = "::my_locks"` | `"::lockcore"` |
-/// | `watchdog` | `true` or `false`: renew the lease while the body runs | `true` |
+/// | `watchdog` | `true` or `false`: renew the lease while the body runs | the manager's explicit `LockOptions::watchdog(..)` in its default options, else `true` |
 /// | `on_lost` | `"abort"` or `"continue"`: what happens to the body when the lock is lost | `"abort"` |
 /// | `guard` | identifier: binds `&LockGuard` under that name inside the body | none |
 ///

@@ -20,7 +20,7 @@ pub(crate) async fn create_order(
         &__lock_manager,
         ::core::option::Option::Some(10000u64),
         ::core::option::Option::None,
-        true,
+        ::core::option::Option::None,
     );
     let __lock_guard = match ::lockcore::__private::acquire(
             &__lock_manager,

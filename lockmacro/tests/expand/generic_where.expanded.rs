@@ -20,7 +20,7 @@ where
         &__lock_manager,
         ::core::option::Option::None,
         ::core::option::Option::None,
-        true,
+        ::core::option::Option::None,
     );
     let __lock_guard = match ::my_locks::__private::acquire(
             &__lock_manager,

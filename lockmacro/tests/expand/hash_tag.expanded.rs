@@ -13,7 +13,7 @@ async fn add_to_cart(id: UserId, item: Item) -> Result<Cart, Error> {
         &__lock_manager,
         ::core::option::Option::None,
         ::core::option::Option::None,
-        true,
+        ::core::option::Option::None,
     );
     let __lock_guard = match ::lockcore::__private::acquire(
             &__lock_manager,

@@ -7,7 +7,7 @@ async fn place(&self, id: u64) -> Result<(), AppError> {
         &__lock_manager,
         ::core::option::Option::None,
         ::core::option::Option::Some(0u64),
-        false,
+        ::core::option::Option::Some(false),
     );
     let __lock_guard = match ::lockcore::__private::acquire(
             &__lock_manager,
