@@ -182,6 +182,7 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
         sig,
         inner_attrs,
         stmts,
+        brace,
     } = func;
     let krate = &config.krate;
     let private = quote!(#krate::__private);
@@ -235,6 +236,12 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
             return #ret_var;
         }
     };
+    // The user's braces around the user's statements.
+    let mut body = TokenStream::new();
+    brace.surround(&mut body, |body| {
+        body.extend(pin_return_type);
+        body.extend(stmts.clone());
+    });
 
     quote! {
         #(#attrs)*
@@ -251,10 +258,7 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
             let #outcome_var = #private::run_body(
                 &#guard_var,
                 #private::OnLost::#on_lost,
-                async move {
-                    #pin_return_type
-                    #stmts
-                },
+                async move #body,
             )
             .await;
             match #private::finish(#guard_var, #outcome_var).await {

@@ -6,7 +6,7 @@
 
 use proc_macro2::TokenStream;
 use syn::parse::{Parse, ParseStream};
-use syn::{Attribute, FnArg, Ident, ItemFn, Pat, Signature, Token, Visibility};
+use syn::{Attribute, FnArg, Ident, ItemFn, Pat, Signature, Token, Visibility, token};
 
 use crate::diagnostics;
 
@@ -20,6 +20,9 @@ pub(crate) struct Func {
     pub(crate) inner_attrs: Vec<Attribute>,
     /// The body's statements, without the braces.
     pub(crate) stmts: TokenStream,
+    /// The body's own braces: the generated inner block reuses them, so that rustc reports a
+    /// type error of the block (a trailing `;`) inside the body, not at the attribute.
+    pub(crate) brace: token::Brace,
 }
 
 impl Func {
@@ -37,6 +40,7 @@ impl Func {
                     sig: item.sig,
                     inner_attrs: inner,
                     stmts: quote::quote!(#(#stmts)*),
+                    brace: item.block.brace_token,
                 })
             }
             Err(_) => syn::parse2::<Func>(item),
@@ -56,13 +60,14 @@ impl Parse for Func {
             return Err(syn::Error::new(semi.span, diagnostics::NO_BODY));
         }
         let body;
-        syn::braced!(body in input);
+        let brace = syn::braced!(body in input);
         Ok(Func {
             attrs,
             vis,
             sig,
             inner_attrs: body.call(Attribute::parse_inner)?,
             stmts: body.parse()?,
+            brace,
         })
     }
 }
