@@ -11,8 +11,10 @@ mod handoff;
 mod key;
 mod lease;
 mod manager;
+mod multi;
 mod options;
 mod redlock;
+mod reentrancy;
 mod release;
 mod scripts;
 mod slot;
@@ -30,6 +32,7 @@ pub use global::{default_manager, set_default_manager};
 pub use guard::LockGuard;
 pub use key::DEFAULT_KEY_PREFIX;
 pub use manager::LockManager;
+pub use multi::MultiGuard;
 pub use options::LockOptions;
 
 #[cfg(feature = "macros")]

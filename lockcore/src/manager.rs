@@ -343,6 +343,12 @@ impl LockManager {
             notice.disarm();
         });
     }
+
+    /// `true` when `other` is a clone of this manager (one shared state). Used by the
+    /// attribute's reentrancy check.
+    pub(crate) fn same_as(&self, other: &LockManager) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
 }
 
 /// A fresh random 128-bit token: a UUID v4 in its hyphenated form.

@@ -19,9 +19,23 @@ pub(crate) enum OnLost {
     Continue,
 }
 
+/// What a contended call does once its wait budget is spent.
+pub(crate) enum OnContended {
+    /// Return `Err(From::from(LockError::Contended { .. }))`.
+    Error,
+    /// Return `Ok(())` / `Ok(None)`; the span is the argument's value, where a return type
+    /// that cannot be skipped is reported.
+    Skip(Span),
+    /// Call this function with the same arguments instead of the body.
+    Fallback(Path),
+}
+
 /// The validated arguments.
 pub(crate) struct Config {
-    pub(crate) key: LitStr,
+    /// `key = ".."` as one template, or `keys = [..]`; never empty.
+    pub(crate) keys: Vec<LitStr>,
+    /// `keys = [..]` was given: `guard` binds the whole set.
+    pub(crate) multi: bool,
     pub(crate) ttl_ms: Option<u64>,
     pub(crate) wait_ms: Option<u64>,
     pub(crate) manager: Option<Expr>,
@@ -31,6 +45,8 @@ pub(crate) struct Config {
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lost: OnLost,
     pub(crate) guard: Option<Ident>,
+    pub(crate) on_contended: OnContended,
+    pub(crate) reentrant: bool,
 }
 
 /// `name = value`; the value is any expression until validation.
@@ -55,9 +71,10 @@ impl Config {
         let args = Punctuated::<Arg, Token![,]>::parse_terminated.parse2(args)?;
         let mut errors = Errors::default();
         let mut seen: Vec<String> = Vec::new();
-        let mut key = None;
+        let mut keys = None;
         let mut config = Config {
-            key: LitStr::new("", Span::call_site()), // replaced below, or an error is recorded
+            keys: Vec::new(), // replaced below, or an error is recorded
+            multi: false,
             ttl_ms: None,
             wait_ms: None,
             manager: None,
@@ -65,6 +82,8 @@ impl Config {
             watchdog: None,
             on_lost: OnLost::Abort,
             guard: None,
+            on_contended: OnContended::Error,
+            reentrant: true,
         };
         for Arg { name, value } in args {
             let name_str = name.to_string();
@@ -76,33 +95,51 @@ impl Config {
                 errors.error(name.span(), diagnostics::duplicate_arg(&name_str));
                 continue;
             }
-            let result = match name_str.as_str() {
-                "key" => string(&value, diagnostics::KEY_NOT_STRING).map(|lit| key = Some(lit)),
-                "ttl_ms" => millis(&value, "ttl_ms").and_then(|ms| {
-                    if ms == 0 {
-                        return Err(syn::Error::new(value.span(), diagnostics::TTL_ZERO));
+            if let Some(other) = exclusive_with(&name_str).filter(|o| seen.iter().any(|s| s == o)) {
+                errors.error(name.span(), diagnostics::exclusive_args(other, &name_str));
+                seen.push(name_str);
+                continue;
+            }
+            let result =
+                match name_str.as_str() {
+                    "key" => string(&value, diagnostics::KEY_NOT_STRING)
+                        .map(|lit| keys = Some(vec![lit])),
+                    "keys" => templates(&value).map(|lits| {
+                        config.multi = true;
+                        keys = Some(lits);
+                    }),
+                    "on_contended" => on_contended(&value).map(|v| config.on_contended = v),
+                    "fallback" => {
+                        fallback(&value).map(|p| config.on_contended = OnContended::Fallback(p))
                     }
-                    config.ttl_ms = Some(ms);
-                    Ok(())
-                }),
-                "wait_ms" => millis(&value, "wait_ms").map(|ms| config.wait_ms = Some(ms)),
-                "manager" => {
-                    config.manager = Some(value);
-                    Ok(())
-                }
-                "crate" => crate_path(&value).map(|path| config.krate = path),
-                "watchdog" => boolean(&value).map(|b| config.watchdog = Some(b)),
-                "on_lost" => on_lost(&value).map(|v| config.on_lost = v),
-                // The name was checked against `ARG_NAMES` above, so this is `guard`.
-                _ => guard(&value).map(|ident| config.guard = Some(ident)),
-            };
+                    "reentrant" => boolean(&value, diagnostics::REENTRANT_NOT_BOOL)
+                        .map(|b| config.reentrant = b),
+                    "ttl_ms" => millis(&value, "ttl_ms").and_then(|ms| {
+                        if ms == 0 {
+                            return Err(syn::Error::new(value.span(), diagnostics::TTL_ZERO));
+                        }
+                        config.ttl_ms = Some(ms);
+                        Ok(())
+                    }),
+                    "wait_ms" => millis(&value, "wait_ms").map(|ms| config.wait_ms = Some(ms)),
+                    "manager" => {
+                        config.manager = Some(value);
+                        Ok(())
+                    }
+                    "crate" => crate_path(&value).map(|path| config.krate = path),
+                    "watchdog" => boolean(&value, diagnostics::WATCHDOG_NOT_BOOL)
+                        .map(|b| config.watchdog = Some(b)),
+                    "on_lost" => on_lost(&value).map(|v| config.on_lost = v),
+                    // The name was checked against `ARG_NAMES` above, so this is `guard`.
+                    _ => guard(&value).map(|ident| config.guard = Some(ident)),
+                };
             seen.push(name_str);
             errors.ok(result);
         }
-        match key {
-            Some(key) => config.key = key,
+        match keys {
+            Some(keys) => config.keys = keys,
             // A wrong-typed `key` was already reported; don't also call it missing.
-            None if !seen.iter().any(|name| name == "key") => {
+            None if !seen.iter().any(|name| name == "key" || name == "keys") => {
                 errors.error(Span::call_site(), diagnostics::MISSING_KEY);
             }
             None => {}
@@ -161,12 +198,58 @@ const MAX_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
 /// `lockcore::LockOptions::MAX_WAIT` in milliseconds.
 const MAX_WAIT_MS: u64 = 3600 * 1000;
 
-fn boolean(value: &Expr) -> syn::Result<bool> {
+fn boolean(value: &Expr, message: &str) -> syn::Result<bool> {
     match literal(value) {
         Some(Lit::Bool(lit)) => Ok(lit.value),
+        _ => Err(syn::Error::new(value.span(), message)),
+    }
+}
+
+/// The argument that cannot be given together with `name`.
+fn exclusive_with(name: &str) -> Option<&'static str> {
+    match name {
+        "key" => Some("keys"),
+        "keys" => Some("key"),
+        "fallback" => Some("on_contended"),
+        "on_contended" => Some("fallback"),
+        _ => None,
+    }
+}
+
+/// `["a:<x>", "b:<y>"]`: at least one string literal.
+fn templates(value: &Expr) -> syn::Result<Vec<LitStr>> {
+    let Expr::Array(array) = value else {
+        return Err(syn::Error::new(value.span(), diagnostics::KEYS_NOT_ARRAY));
+    };
+    if array.elems.is_empty() {
+        return Err(syn::Error::new(value.span(), diagnostics::KEYS_EMPTY));
+    }
+    let mut errors = Errors::default();
+    let lits: Vec<LitStr> = array
+        .elems
+        .iter()
+        .filter_map(|elem| errors.ok(string(elem, diagnostics::KEYS_NOT_ARRAY)))
+        .collect();
+    errors.finish().map(|()| lits)
+}
+
+fn on_contended(value: &Expr) -> syn::Result<OnContended> {
+    match literal(value) {
+        Some(Lit::Str(lit)) if lit.value() == "error" => Ok(OnContended::Error),
+        Some(Lit::Str(lit)) if lit.value() == "skip" => Ok(OnContended::Skip(lit.span())),
         _ => Err(syn::Error::new(
             value.span(),
-            diagnostics::WATCHDOG_NOT_BOOL,
+            diagnostics::ON_CONTENDED_INVALID,
+        )),
+    }
+}
+
+fn fallback(value: &Expr) -> syn::Result<Path> {
+    match value {
+        Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => Ok(path.path.clone()),
+        _ => Err(syn::Error::new(
+            value.span(),
+            diagnostics::FALLBACK_NOT_PATH,
         )),
     }
 }
@@ -226,7 +309,11 @@ mod tests {
         let Ok(config) = parse(quote!(key = "k:<id>")) else {
             panic!("expected a config");
         };
-        assert_eq!(config.key.value(), "k:<id>");
+        assert_eq!(config.keys.len(), 1);
+        assert_eq!(config.keys[0].value(), "k:<id>");
+        assert!(!config.multi);
+        assert!(config.reentrant);
+        assert!(matches!(config.on_contended, OnContended::Error));
         assert!(config.ttl_ms.is_none());
         assert!(config.wait_ms.is_none());
         assert!(config.manager.is_none());
@@ -288,7 +375,8 @@ mod tests {
         assert_eq!(
             error(quote!(key = "k", ttl = 5)),
             "unknown argument `ttl` for `#[distributed_lock]`; expected one of `key`, `ttl_ms`, \
-             `wait_ms`, `manager`, `crate`, `watchdog`, `on_lost`, `guard`"
+             `wait_ms`, `manager`, `crate`, `watchdog`, `on_lost`, `guard`, `keys`, \
+             `on_contended`, `fallback`, `reentrant`"
         );
         assert_eq!(
             error(quote!(key = "k", key = "j")),
@@ -354,6 +442,52 @@ mod tests {
             Err(messages) => messages,
         };
         assert_eq!(messages.len(), 4, "{messages:?}");
+    }
+
+    #[test]
+    fn policies_and_key_sets() {
+        let Ok(config) = parse(quote!(
+            keys = ["a:<x>", "b"],
+            on_contended = "skip",
+            reentrant = false
+        )) else {
+            panic!("expected a config");
+        };
+        assert!(config.multi);
+        assert_eq!(config.keys.len(), 2);
+        assert!(!config.reentrant);
+        assert!(matches!(config.on_contended, OnContended::Skip(_)));
+        let Ok(config) = parse(quote!(key = "k", fallback = Self::busy)) else {
+            panic!("expected a config");
+        };
+        assert!(matches!(config.on_contended, OnContended::Fallback(_)));
+    }
+
+    #[test]
+    fn policy_and_key_set_errors() {
+        assert_eq!(
+            error(quote!(key = "a", keys = ["b"])),
+            diagnostics::exclusive_args("key", "keys")
+        );
+        assert_eq!(error(quote!(keys = [])), diagnostics::KEYS_EMPTY);
+        assert_eq!(error(quote!(keys = "a")), diagnostics::KEYS_NOT_ARRAY);
+        assert_eq!(error(quote!(keys = ["a", 1])), diagnostics::KEYS_NOT_ARRAY);
+        assert_eq!(
+            error(quote!(key = "a", on_contended = "wait")),
+            diagnostics::ON_CONTENDED_INVALID
+        );
+        assert_eq!(
+            error(quote!(key = "a", on_contended = "skip", fallback = f)),
+            diagnostics::exclusive_args("on_contended", "fallback")
+        );
+        assert_eq!(
+            error(quote!(key = "a", fallback = "f")),
+            diagnostics::FALLBACK_NOT_PATH
+        );
+        assert_eq!(
+            error(quote!(key = "a", reentrant = 1)),
+            diagnostics::REENTRANT_NOT_BOOL
+        );
     }
 
     #[test]

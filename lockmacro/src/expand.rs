@@ -8,7 +8,7 @@ use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
 use syn::{Attribute, Ident, LitStr, Member, ReturnType, Type};
 
-use crate::args::{Config, OnLost};
+use crate::args::{Config, OnContended, OnLost};
 use crate::diagnostics::{self, Errors};
 use crate::item::{Func, Params};
 use crate::template::{self, Segment};
@@ -28,12 +28,26 @@ pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStr
 fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let (config, func) = both(Config::parse(args), Func::parse_item(item))?;
     let params = Params::of(&func.sig);
-    let key = both(
-        key_expr(&config.key, &params),
-        check_guard(&config, &params),
+    let keys = both(
+        keys_expr(&config.keys, &params),
+        both(
+            check_guard(&config, &params),
+            check_fallback(&config, &params),
+        ),
     );
-    let (ret, (key, ())) = both(return_type(&func), key)?;
-    Ok(generate(&config, &func, ret, key))
+    let (ret, (keys, _)) = both(return_type(&func), keys)?;
+    Ok(generate(&config, &func, &params, &ret, keys))
+}
+
+/// Every key template rendered: `[::std::format!(..), ..]`.
+fn keys_expr(templates: &[LitStr], params: &Params) -> syn::Result<TokenStream> {
+    let mut errors = Errors::default();
+    let keys: Vec<TokenStream> = templates
+        .iter()
+        .filter_map(|template| errors.ok(key_expr(template, params)))
+        .collect();
+    errors.finish()?;
+    Ok(quote!([#(#keys),*]))
 }
 
 /// Both values, or every error of the two.
@@ -48,9 +62,13 @@ fn both<A, B>(a: syn::Result<A>, b: syn::Result<B>) -> syn::Result<(A, B)> {
     }
 }
 
-/// The declared return type of an `async fn`.
-fn return_type(func: &Func) -> syn::Result<&Type> {
+/// The type the locked body returns: the declared return type of an `async fn`, or `R` of the
+/// `#[async_trait]` shape's `Future<Output = R>`.
+fn return_type(func: &Func) -> syn::Result<Type> {
     let sig = &func.sig;
+    if let Some(boxed) = &func.boxed {
+        return Ok(boxed.output.clone());
+    }
     if sig.asyncness.is_none() {
         let message = if func.attrs.iter().any(is_test_attr) {
             diagnostics::NOT_ASYNC_UNDER_TEST
@@ -60,7 +78,7 @@ fn return_type(func: &Func) -> syn::Result<&Type> {
         return Err(syn::Error::new(sig.fn_token.span, message));
     }
     match &sig.output {
-        ReturnType::Type(_, ty) => Ok(ty),
+        ReturnType::Type(_, ty) => Ok((**ty).clone()),
         ReturnType::Default => Err(syn::Error::new(
             sig.ident.span(),
             diagnostics::MISSING_RETURN_TYPE,
@@ -175,7 +193,27 @@ fn check_guard(config: &Config, params: &Params) -> syn::Result<()> {
     }
 }
 
-fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> TokenStream {
+/// `fallback = path` passes every parameter on, so none may be destructured.
+fn check_fallback(config: &Config, params: &Params) -> syn::Result<()> {
+    let OnContended::Fallback(_) = &config.on_contended else {
+        return Ok(());
+    };
+    match params.destructured.first() {
+        Some(name) => Err(syn::Error::new(
+            name.span(),
+            diagnostics::fallback_destructured(&name.to_string()),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn generate(
+    config: &Config,
+    func: &Func,
+    params: &Params,
+    ret: &Type,
+    keys: TokenStream,
+) -> TokenStream {
     let Func {
         attrs,
         vis,
@@ -183,16 +221,50 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
         inner_attrs,
         stmts,
         brace,
+        boxed,
     } = func;
+    match boxed {
+        None => {
+            let wrapper = wrapper(config, params, ret, keys, brace, stmts);
+            quote! {
+                #(#attrs)*
+                #vis #sig {
+                    #(#inner_attrs)*
+                    #wrapper
+                }
+            }
+        }
+        Some(boxed) => {
+            let wrapper = wrapper(config, params, ret, keys, &boxed.brace, &boxed.stmts);
+            let before = &boxed.before;
+            let async_attrs = &boxed.attrs;
+            quote! {
+                #(#attrs)*
+                #vis #sig {
+                    #(#inner_attrs)*
+                    #before
+                    ::std::boxed::Box::pin(#(#async_attrs)* async move { #wrapper })
+                }
+            }
+        }
+    }
+}
+
+/// The statements that lock, run `stmts` (in the user's `brace`) and release.
+fn wrapper(
+    config: &Config,
+    params: &Params,
+    ret: &Type,
+    keys: TokenStream,
+    brace: &syn::token::Brace,
+    stmts: &TokenStream,
+) -> TokenStream {
     let krate = &config.krate;
     let private = quote!(#krate::__private);
 
     // Locals are `mixed_site`: the body can neither see nor shadow them.
     let local = |name: &str| Ident::new(name, Span::mixed_site());
-    let key_var = local("__lock_key");
-    let manager_var = local("__lock_manager");
-    let options_var = local("__lock_options");
-    let guard_var = local("__lock_guard");
+    let lock_var = local("__lock");
     let outcome_var = local("__lock_outcome");
     let ret_var = local("__lock_ret");
     let value = local("__lock_value");
@@ -206,27 +278,54 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
 
     let manager = match &config.manager {
         Some(expr) => quote_spanned!(expr.span()=> #private::manager(&(#expr))),
-        None => quote! {
-            match #private::default_manager() {
-                ::core::result::Result::Ok(#value) => #value,
-                ::core::result::Result::Err(#error) => return #from_lock_error(#error),
-            }
-        },
+        None => quote!(#private::default_manager()),
     };
-    let ttl = millis(config.ttl_ms);
-    let wait = millis(config.wait_ms);
-    let watchdog = match config.watchdog {
-        Some(on) => quote!(::core::option::Option::Some(#on)),
+    let option = |value: Option<TokenStream>| match value {
+        Some(value) => quote!(::core::option::Option::Some(#value)),
         None => quote!(::core::option::Option::None),
     };
+    let ttl_ms = option(config.ttl_ms.map(millis));
+    let wait_ms = option(config.wait_ms.map(millis));
+    let watchdog = option(config.watchdog.map(|on| quote!(#on)));
+    let reentrant = config.reentrant;
     let on_lost = match config.on_lost {
         OnLost::Abort => quote!(Abort),
         OnLost::Continue => quote!(Continue),
     };
-    let guard_binding = config
-        .guard
-        .as_ref()
-        .map(|guard| quote!(let #guard: &#krate::LockGuard = &#guard_var;));
+    let contended = match &config.on_contended {
+        OnContended::Error => quote! {
+            ::core::result::Result::Err(#error) => return #from_lock_error(#error),
+        },
+        // Spanned at `"skip"`: a return type that cannot be skipped is reported there.
+        OnContended::Skip(span) => quote_spanned! {*span=>
+            ::core::result::Result::Err(#error) => return #private::skip::<#ret>(#error),
+        },
+        OnContended::Fallback(path) => {
+            let receiver = params.receiver.then(|| quote!(self,));
+            let args = &params.plain;
+            // Spanned at the path: a fallback with the wrong parameters or return type is
+            // reported there.
+            let call = quote_spanned! {path.span()=>
+                {
+                    #[allow(unused_imports)]
+                    use #private::FallbackFuture as _;
+                    let #ret_var: #ret = #private::Fallback(#path(#receiver #(#args),*)).resolve().await;
+                    return #ret_var;
+                }
+            };
+            quote! {
+                ::core::result::Result::Err(#error) if #private::fallback(&#error) => #call
+                ::core::result::Result::Err(#error) => return #from_lock_error(#error),
+            }
+        }
+    };
+    let guard_binding = config.guard.as_ref().map(|guard| {
+        if config.multi {
+            quote!(let #guard: &#krate::MultiGuard = #lock_var.guards();)
+        } else {
+            quote!(let #guard: &#krate::LockGuard = #lock_var.guard();)
+        }
+    });
     // An unreachable early return of the declared type pins the body's type, so that type
     // errors land on the user's code rather than on the generated code.
     let pin_return_type = quote_spanned! {ret_span=>
@@ -244,42 +343,37 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
     });
 
     quote! {
-        #(#attrs)*
-        #vis #sig {
-            #(#inner_attrs)*
-            let #key_var: ::std::string::String = #key;
-            let #manager_var: #krate::LockManager = #manager;
-            let #options_var = #private::options(&#manager_var, #ttl, #wait, #watchdog);
-            let #guard_var = match #private::acquire(&#manager_var, &#key_var, &#options_var).await {
-                ::core::result::Result::Ok(#value) => #value,
-                ::core::result::Result::Err(#error) => return #from_lock_error(#error),
-            };
-            #guard_binding
-            let #outcome_var = #private::run_body(
-                &#guard_var,
-                #private::OnLost::#on_lost,
-                async move #body,
-            )
-            .await;
-            match #private::finish(#guard_var, #outcome_var).await {
-                ::core::result::Result::Ok(#value) => #value,
-                ::core::result::Result::Err(#error) => #from_lock_error(#error),
-            }
+        let #lock_var = match #private::lock(
+            #manager,
+            #keys,
+            #private::Settings {
+                ttl_ms: #ttl_ms,
+                wait_ms: #wait_ms,
+                watchdog: #watchdog,
+                reentrant: #reentrant,
+                on_lost: #private::OnLost::#on_lost,
+            },
+        )
+        .await
+        {
+            ::core::result::Result::Ok(#value) => #value,
+            #contended
+        };
+        #guard_binding
+        let #outcome_var = #lock_var.run(async move #body).await;
+        match #lock_var.finish(#outcome_var).await {
+            ::core::result::Result::Ok(#value) => #value,
+            ::core::result::Result::Err(#error) => #from_lock_error(#error),
         }
     }
 }
 
-/// `Some(10000u64)` or `None`.
-fn millis(ms: Option<u64>) -> TokenStream {
-    match ms {
-        // The literal keeps the macro's span: lints about how the user wrote theirs (`10_000`)
-        // must not fire on the generated `10000u64`.
-        Some(ms) => {
-            let lit = proc_macro2::Literal::u64_suffixed(ms);
-            quote!(::core::option::Option::Some(#lit))
-        }
-        None => quote!(::core::option::Option::None),
-    }
+/// `10000u64`.
+fn millis(ms: u64) -> TokenStream {
+    // The literal keeps the macro's span: lints about how the user wrote theirs (`10_000`)
+    // must not fire on the generated `10000u64`.
+    let lit = proc_macro2::Literal::u64_suffixed(ms);
+    quote!(#lit)
 }
 
 /// `impl Trait` → `_`, so the type can annotate a `let` and name a `<T as Trait>` path.

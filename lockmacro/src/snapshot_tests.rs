@@ -250,10 +250,10 @@ fn fallback_keeps_a_broken_body() {
         quote!(async fn f(id: u64) -> Result<(), E> { #![allow(unused)] let x = ; }),
     )
     .to_string();
-    assert!(expanded.contains("__lock_guard"), "{expanded}");
+    assert!(expanded.contains("__private :: lock"), "{expanded}");
     assert!(expanded.contains("let x = ;"), "{expanded}");
     let inner_attr = expanded.find("# ! [allow (unused)]");
-    let key = expanded.find("let __lock_key");
+    let key = expanded.find("let __lock =");
     assert!(inner_attr.is_some() && inner_attr < key, "{expanded}");
 }
 
