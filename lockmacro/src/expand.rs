@@ -20,7 +20,8 @@ pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStr
         Ok(expanded) => expanded,
         Err(error) => {
             let errors = error.to_compile_error();
-            quote!(#item #errors)
+            // A parameter only the key used would now look unused: no follow-on warnings.
+            quote!(#[allow(unused_variables)] #item #errors)
         }
     }
 }
@@ -235,7 +236,8 @@ fn generate(
             }
         }
         Some(boxed) => {
-            let wrapper = wrapper(config, params, ret, keys, &boxed.brace, &boxed.stmts);
+            let stmts = quiet_rebindings(&boxed.stmts, &key_params(config));
+            let wrapper = wrapper(config, params, ret, keys, &boxed.brace, &stmts);
             let before = &boxed.before;
             let async_attrs = &boxed.attrs;
             quote! {
@@ -248,6 +250,47 @@ fn generate(
             }
         }
     }
+}
+
+/// The parameter names the key templates use.
+fn key_params(config: &Config) -> Vec<String> {
+    config
+        .keys
+        .iter()
+        .filter_map(|key| template::parse(&key.value()).ok())
+        .flatten()
+        .filter_map(|segment| match segment {
+            Segment::Placeholder(path) => path.into_iter().next(),
+            Segment::Literal(_) => None,
+        })
+        .collect()
+}
+
+/// async-trait moves each parameter into its future with `let x = x;`. A parameter that only
+/// the key uses is read before that, so its rebinding is allowed to go unused.
+fn quiet_rebindings(stmts: &[syn::Stmt], used: &[String]) -> TokenStream {
+    let rebinds_used = |stmt: &syn::Stmt| {
+        let syn::Stmt::Local(local) = stmt else {
+            return false;
+        };
+        let (syn::Pat::Ident(pat), Some(init)) = (&local.pat, &local.init) else {
+            return false;
+        };
+        let syn::Expr::Path(value) = &*init.expr else {
+            return false;
+        };
+        value.path.is_ident(&pat.ident) && used.iter().any(|name| pat.ident == name)
+    };
+    stmts
+        .iter()
+        .map(|stmt| {
+            if rebinds_used(stmt) {
+                quote!(#[allow(unused_variables)] #stmt)
+            } else {
+                quote!(#stmt)
+            }
+        })
+        .collect()
 }
 
 /// The statements that lock, run `stmts` (in the user's `brace`) and release.
@@ -297,22 +340,28 @@ fn wrapper(
             ::core::result::Result::Err(#error) => return #from_lock_error(#error),
         },
         // Spanned at `"skip"`: a return type that cannot be skipped is reported there.
-        OnContended::Skip(span) => quote_spanned! {*span=>
-            ::core::result::Result::Err(#error) => return #private::skip::<#ret>(#error),
-        },
+        OnContended::Skip(span) => {
+            // At `"skip"`: a return type that cannot be skipped is reported there.
+            let skip = respan(quote!(#private::skip(#error)), *span);
+            quote! {
+                ::core::result::Result::Err(#error) => return #skip,
+            }
+        }
         OnContended::Fallback(path) => {
             let receiver = params.receiver.then(|| quote!(self,));
             let args = &params.plain;
-            // Spanned at the path: a fallback with the wrong parameters or return type is
-            // reported there.
-            let call = quote_spanned! {path.span()=>
-                {
-                    #[allow(unused_imports)]
-                    use #private::FallbackFuture as _;
-                    let #ret_var: #ret = #private::Fallback(#path(#receiver #(#args),*)).resolve().await;
-                    return #ret_var;
-                }
-            };
+            // Every token at the path: a fallback with other parameters or another return
+            // type is reported there.
+            let call = respan(
+                quote! {
+                    {
+                        #[allow(unused_imports)]
+                        use #private::FallbackFuture as _;
+                        return #private::Fallback(#path(#receiver #(#args),*)).resolve().await;
+                    }
+                },
+                path.span(),
+            );
             quote! {
                 ::core::result::Result::Err(#error) if #private::fallback(&#error) => #call
                 ::core::result::Result::Err(#error) => return #from_lock_error(#error),
@@ -366,6 +415,24 @@ fn wrapper(
             ::core::result::Result::Err(#error) => #from_lock_error(#error),
         }
     }
+}
+
+/// `tokens` located at `span` (groups included); names keep resolving as before (hygiene).
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let proc_macro2::TokenTree::Group(group) = &token {
+                let mut respanned =
+                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                respanned.set_span(group.span().located_at(span));
+                token = proc_macro2::TokenTree::Group(respanned);
+            } else {
+                token.set_span(token.span().located_at(span));
+            }
+            token
+        })
+        .collect()
 }
 
 /// `10000u64`.

@@ -39,7 +39,7 @@ pub(crate) struct Boxed {
     /// Attributes on the `async move` block.
     pub(crate) attrs: Vec<Attribute>,
     /// The `async` block's statements (the body to lock) and braces.
-    pub(crate) stmts: TokenStream,
+    pub(crate) stmts: Vec<Stmt>,
     pub(crate) brace: token::Brace,
     /// `R` of `Future<Output = R>` in the return type.
     pub(crate) output: Type,
@@ -133,11 +133,10 @@ fn boxed(sig: &Signature, stmts: &[Stmt]) -> Option<Boxed> {
         return None;
     };
     block.capture?;
-    let inner = &block.block.stmts;
     Some(Boxed {
         before: quote::quote!(#(#before)*),
         attrs: block.attrs.clone(),
-        stmts: quote::quote!(#(#inner)*),
+        stmts: block.block.stmts.clone(),
         brace: block.block.brace_token,
         output,
     })

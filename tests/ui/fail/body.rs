@@ -1,0 +1,22 @@
+// Type errors inside a locked body are reported inside the body.
+#![allow(dead_code)]
+
+use lockcore::{distributed_lock, LockError};
+
+#[derive(Debug)]
+struct AppError;
+
+impl From<LockError> for AppError {
+    fn from(_: LockError) -> Self {
+        AppError
+    }
+}
+
+
+// body_type_error
+#[distributed_lock(key = "k:<id>")]
+async fn body_type_error(id: u64) -> Result<u64, AppError> {
+    Ok(id);
+}
+
+fn main() {}
