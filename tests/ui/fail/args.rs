@@ -3,14 +3,7 @@
 
 use lockcore::{distributed_lock, LockError};
 
-#[derive(Debug)]
-struct AppError;
-
-impl From<LockError> for AppError {
-    fn from(_: LockError) -> Self {
-        AppError
-    }
-}
+include!("../app_error.rs");
 
 
 // missing_key

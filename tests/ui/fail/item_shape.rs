@@ -4,14 +4,7 @@
 use async_trait::async_trait;
 use lockcore::{distributed_lock, LockError};
 
-#[derive(Debug)]
-struct AppError;
-
-impl From<LockError> for AppError {
-    fn from(_: LockError) -> Self {
-        AppError
-    }
-}
+include!("../app_error.rs");
 
 // not_a_fn
 #[distributed_lock(key = "k")]

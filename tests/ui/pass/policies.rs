@@ -4,14 +4,7 @@
 use async_trait::async_trait;
 use lockcore::{distributed_lock, LockError, LockManager, MultiGuard};
 
-#[derive(Debug)]
-struct AppError;
-
-impl From<LockError> for AppError {
-    fn from(_: LockError) -> Self {
-        AppError
-    }
-}
+include!("../app_error.rs");
 
 struct Service {
     locks: LockManager,
