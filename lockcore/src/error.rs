@@ -72,6 +72,24 @@ pub enum LockError {
         /// The full Redis key, prefix included.
         key: String,
     },
+    /// An idempotency record exists for `key` but was stored for a request with another
+    /// fingerprint (the same idempotency key reused for a different request body). The body
+    /// did not run.
+    #[error("idempotency key `{key}` was first used for a request with another fingerprint")]
+    IdempotencyMismatch {
+        /// The idempotency key, as given (without the prefix).
+        key: String,
+    },
+    /// An idempotency record for `key` cannot be used: the stored value does not deserialize
+    /// into the return type (a changed type; the body is not run again), or a new value is
+    /// larger than the record limit or does not serialize (nothing is stored).
+    #[error("idempotency record `{key}`: {reason}")]
+    BadIdempotencyRecord {
+        /// The idempotency key, as given (without the prefix).
+        key: String,
+        /// What is wrong, and what was expected.
+        reason: String,
+    },
     /// [`set_default_manager`](crate::set_default_manager) was called a second time.
     #[error("the default lock manager is already set; it can be set only once per process")]
     DefaultManagerAlreadySet,

@@ -156,6 +156,16 @@ impl LockManager {
     ///   quorum of nodes answered.
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
         let key = self.checked_key(key, opts)?;
+        self.acquire_checked(key, opts).await
+    }
+
+    /// [`acquire`](Self::acquire) of a full key that is already checked (it may be one of
+    /// lockcore's reserved names, e.g. an idempotency record's lock), with validated `opts`.
+    pub(crate) async fn acquire_checked(
+        &self,
+        key: String,
+        opts: &LockOptions,
+    ) -> Result<LockGuard, LockError> {
         let started = Instant::now();
         let mut backoff = opts.backoff();
         // On one node the waiter queue knows a waiter by its token, so one token serves the

@@ -21,6 +21,9 @@ mod policy;
 
 pub use policy::{Fallback, FallbackFuture, Skipped, fallback, skip};
 
+#[cfg(feature = "idempotency")]
+pub use crate::idempotency::{Record, entry as idempotent};
+
 /// Converts a [`LockError`] into the wrapped fn's return type.
 #[diagnostic::on_unimplemented(
     message = "`#[distributed_lock]` cannot return a lock error through `{Self}`",

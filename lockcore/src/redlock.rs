@@ -358,3 +358,10 @@ impl Nodes {
         }
     }
 }
+
+impl Nodes {
+    /// One connection per node, for data that lives beside the locks (idempotency records).
+    pub(crate) fn connections(&self) -> &[ConnectionManager] {
+        &self.conns
+    }
+}

@@ -50,9 +50,9 @@ pub(crate) struct Config {
 }
 
 /// `name = value`; the value is any expression until validation.
-struct Arg {
-    name: Ident,
-    value: Expr,
+pub(crate) struct Arg {
+    pub(crate) name: Ident,
+    pub(crate) value: Expr,
 }
 
 impl Parse for Arg {
@@ -148,21 +148,21 @@ impl Config {
     }
 }
 
-fn literal(value: &Expr) -> Option<&Lit> {
+pub(crate) fn literal(value: &Expr) -> Option<&Lit> {
     match value {
         Expr::Lit(ExprLit { lit, attrs }) if attrs.is_empty() => Some(lit),
         _ => None,
     }
 }
 
-fn string(value: &Expr, message: &str) -> syn::Result<LitStr> {
+pub(crate) fn string(value: &Expr, message: &str) -> syn::Result<LitStr> {
     match literal(value) {
         Some(Lit::Str(lit)) => Ok(lit.clone()),
         _ => Err(syn::Error::new(value.span(), message)),
     }
 }
 
-fn millis(value: &Expr, name: &str) -> syn::Result<u64> {
+pub(crate) fn millis(value: &Expr, name: &str) -> syn::Result<u64> {
     let Some(Lit::Int(lit)) = literal(value) else {
         return Err(syn::Error::new(
             value.span(),
@@ -263,7 +263,7 @@ fn on_lost(value: &Expr) -> syn::Result<OnLost> {
 }
 
 /// `"::my_lockcore"` → a path whose tokens carry the literal's span.
-fn crate_path(value: &Expr) -> syn::Result<Path> {
+pub(crate) fn crate_path(value: &Expr) -> syn::Result<Path> {
     let lit = string(value, diagnostics::CRATE_NOT_STRING)?;
     lit.parse_with(Path::parse_mod_style)
         .map_err(|_| syn::Error::new(lit.span(), diagnostics::crate_bad_path(&lit.value())))

@@ -124,6 +124,26 @@ pub(crate) const NOT_ASYNC_UNDER_TEST: &str = "`#[distributed_lock]` requires an
 pub(crate) const MISSING_RETURN_TYPE: &str = "`#[distributed_lock]` requires the return type \
      `Result<T, E>` where `E: From<lockcore::LockError>`";
 
+// ---- #[idempotent] ---------------------------------------------------------------------------
+
+pub(crate) fn idempotent_unknown_arg(name: &str, names: &[&str]) -> String {
+    format!(
+        "unknown argument `{name}` for `#[idempotent]`; expected one of {}",
+        backticked(names.iter().copied())
+    )
+}
+
+pub(crate) const IDEMPOTENT_MISSING_KEY: &str = "`#[idempotent]` requires a `key` argument, \
+     e.g. `#[idempotent(key = \"order:req:<request_id>\", ttl_ms = 86_400_000)]`";
+
+pub(crate) const IDEMPOTENT_MISSING_TTL: &str = "`#[idempotent]` requires `ttl_ms`: how long \
+     the stored result is kept, in milliseconds, e.g. `ttl_ms = 86_400_000`";
+
+pub(crate) const IDEMPOTENT_NOT_ASYNC: &str = "`#[idempotent]` requires an `async fn`";
+
+pub(crate) const IDEMPOTENT_RETURN_TYPE: &str = "`#[idempotent]` requires the return type \
+     `Result<T, E>` where `T: Serialize + DeserializeOwned` and `E: From<lockcore::LockError>`";
+
 // ---- key templates ---------------------------------------------------------------------------
 
 pub(crate) const TEMPLATE_EMPTY: &str = "key template is empty";

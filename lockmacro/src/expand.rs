@@ -6,11 +6,12 @@ use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
-use syn::{Attribute, Ident, LitStr, Member, ReturnType, Type};
+use syn::{Attribute, Ident, ReturnType, Type};
 
 use crate::args::{Config, OnContended, OnLost};
-use crate::diagnostics::{self, Errors};
+use crate::diagnostics;
 use crate::item::{Func, Params};
+use crate::render::keys_expr;
 use crate::template::{self, Segment};
 
 /// The whole macro. It always emits the function: on an error, the original item followed by
@@ -40,19 +41,8 @@ fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     Ok(generate(&config, &func, &params, &ret, keys))
 }
 
-/// Every key template rendered: `[::std::format!(..), ..]`.
-fn keys_expr(templates: &[LitStr], params: &Params) -> syn::Result<TokenStream> {
-    let mut errors = Errors::default();
-    let keys: Vec<TokenStream> = templates
-        .iter()
-        .filter_map(|template| errors.ok(key_expr(template, params)))
-        .collect();
-    errors.finish()?;
-    Ok(quote!([#(#keys),*]))
-}
-
 /// Both values, or every error of the two.
-fn both<A, B>(a: syn::Result<A>, b: syn::Result<B>) -> syn::Result<(A, B)> {
+pub(crate) fn both<A, B>(a: syn::Result<A>, b: syn::Result<B>) -> syn::Result<(A, B)> {
     match (a, b) {
         (Ok(a), Ok(b)) => Ok((a, b)),
         (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
@@ -65,7 +55,7 @@ fn both<A, B>(a: syn::Result<A>, b: syn::Result<B>) -> syn::Result<(A, B)> {
 
 /// The type the locked body returns: the declared return type of an `async fn`, or `R` of the
 /// `#[async_trait]` shape's `Future<Output = R>`.
-fn return_type(func: &Func) -> syn::Result<Type> {
+pub(crate) fn return_type(func: &Func) -> syn::Result<Type> {
     let sig = &func.sig;
     if let Some(boxed) = &func.boxed {
         return Ok(boxed.output.clone());
@@ -93,94 +83,6 @@ fn is_test_attr(attr: &Attribute) -> bool {
         .segments
         .last()
         .is_some_and(|segment| segment.ident == "test")
-}
-
-/// The expression that renders the key: `::std::format!("..", a, self.b.c)`.
-///
-/// Placeholder expressions carry the key literal's span, so that a missing `Display` impl or
-/// field is reported on the key.
-fn key_expr(key: &LitStr, params: &Params) -> syn::Result<TokenStream> {
-    let span = key.span();
-    let segments = template::parse(&key.value()).map_err(|e| syn::Error::new(span, e.message()))?;
-    let mut errors = Errors::default();
-    let mut reported = Vec::new();
-    let mut args = Vec::new();
-    for segment in &segments {
-        let Segment::Placeholder(path) = segment else {
-            continue;
-        };
-        match placeholder_expr(path, params, span) {
-            Ok(arg) => args.push(arg),
-            // The same unknown name twice is one error.
-            Err(e) if !reported.contains(&e.to_string()) => {
-                reported.push(e.to_string());
-                errors.push(e);
-            }
-            Err(_) => {}
-        }
-    }
-    errors.finish()?;
-    if args.is_empty() {
-        // Literal text only; `<<` has been unescaped by the parser.
-        let text: String = segments
-            .iter()
-            .filter_map(|segment| match segment {
-                Segment::Literal(text) => Some(text.as_str()),
-                Segment::Placeholder(_) => None,
-            })
-            .collect();
-        let text = LitStr::new(&text, span);
-        return Ok(quote_spanned!(span=> ::std::string::String::from(#text)));
-    }
-    let format = LitStr::new(&template::format_string(&segments), span);
-    Ok(quote_spanned!(span=> ::std::format!(#format, #(#args),*)))
-}
-
-/// `<a.b.0>` → `a.b.0`, checked against the parameters.
-fn placeholder_expr(path: &[String], params: &Params, span: Span) -> syn::Result<TokenStream> {
-    let error = |message: String| syn::Error::new(span, message);
-    let Some((first, fields)) = path.split_first() else {
-        // `template::parse` never yields an empty placeholder.
-        return Err(error(diagnostics::TEMPLATE_EMPTY_PLACEHOLDER.to_owned()));
-    };
-    let root = if first == "self" {
-        if !params.receiver {
-            return Err(error(diagnostics::SELF_WITHOUT_RECEIVER.to_owned()));
-        }
-        quote_spanned!(span=> self)
-    } else if let Some(param) = params.plain.iter().find(|param| *param == first) {
-        let mut param = param.clone();
-        param.set_span(span);
-        quote!(#param)
-    } else if params.destructured.iter().any(|name| name == first) {
-        return Err(error(diagnostics::destructured_param(first)));
-    } else {
-        return Err(error(diagnostics::unknown_param(
-            first,
-            &params.available(),
-        )));
-    };
-    // Fields resolve like the user's own code but sit at the key literal. Their span is marked
-    // as macro-made so that rustc doesn't suggest rewriting the literal into a field name.
-    let field_span = Span::mixed_site().located_at(span);
-    let fields = fields
-        .iter()
-        .map(|field| {
-            let member = syn::parse_str::<Member>(field)
-                .map_err(|_| error(diagnostics::template_bad_field(field, &path.join("."))))?;
-            Ok(match member {
-                Member::Named(mut ident) => {
-                    ident.set_span(field_span);
-                    Member::Named(ident)
-                }
-                Member::Unnamed(index) => Member::Unnamed(syn::Index {
-                    index: index.index,
-                    span: field_span,
-                }),
-            })
-        })
-        .collect::<syn::Result<Vec<_>>>()?;
-    Ok(quote!(#root #(.#fields)*))
 }
 
 /// `guard = x` must not shadow a parameter the body uses.
@@ -418,7 +320,7 @@ fn wrapper(
 }
 
 /// `tokens` located at `span` (groups included); names keep resolving as before (hygiene).
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
     tokens
         .into_iter()
         .map(|mut token| {
@@ -436,7 +338,7 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
 }
 
 /// `10000u64`.
-fn millis(ms: u64) -> TokenStream {
+pub(crate) fn millis(ms: u64) -> TokenStream {
     // The literal keeps the macro's span: lints about how the user wrote theirs (`10_000`)
     // must not fire on the generated `10000u64`.
     let lit = proc_macro2::Literal::u64_suffixed(ms);
@@ -444,7 +346,7 @@ fn millis(ms: u64) -> TokenStream {
 }
 
 /// `impl Trait` → `_`, so the type can annotate a `let` and name a `<T as Trait>` path.
-fn erase_impl_trait(ty: &Type) -> Type {
+pub(crate) fn erase_impl_trait(ty: &Type) -> Type {
     struct Eraser;
     impl VisitMut for Eraser {
         fn visit_type_mut(&mut self, ty: &mut Type) {

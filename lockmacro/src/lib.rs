@@ -6,7 +6,9 @@
 mod args;
 mod diagnostics;
 mod expand;
+mod idempotent;
 mod item;
+mod render;
 mod template;
 
 #[cfg(test)]
@@ -225,4 +227,49 @@ pub fn distributed_lock(
     item: proc_macro::TokenStream,
 ) -> proc_macro::TokenStream {
     expand::distributed_lock(args.into(), item.into()).into()
+}
+
+/// Runs an `async fn` once per idempotency key: a retried request returns the first call's
+/// stored result instead of running the body again. Needs lockcore's cargo feature
+/// `idempotency`.
+///
+/// ```no_run
+/// # #[derive(Debug, thiserror::Error)]
+/// # enum AppError {
+/// #     #[error(transparent)]
+/// #     Lock(#[from] lockcore::LockError),
+/// # }
+/// # async fn insert_order(_: &str, _: u64) -> Result<u64, AppError> { Ok(1) }
+/// #[lockcore::idempotent(key = "order:req:<request_id>", ttl_ms = 86_400_000)]
+/// async fn place_order(request_id: String, product_id: u64) -> Result<u64, AppError> {
+///     insert_order(&request_id, product_id).await
+/// }
+/// # fn main() {}
+/// ```
+///
+/// The function returns `Result<T, E>` with `T: Serialize + DeserializeOwned` and
+/// `E: From<lockcore::LockError>`. The first call with a rendered key runs the body under a lock
+/// on that key and stores its `Ok` value for `ttl_ms`; later calls return the stored value and
+/// do not run the body; calls that arrive while the first still runs wait for it (up to
+/// `wait_ms`) and return its value; an `Err` is not stored. See `LockManager::idempotent` for the
+/// record format, the error variants and the edge cases.
+///
+/// | argument | value | default |
+/// |---|---|---|
+/// | `key` | key template, as for `#[distributed_lock]`, checked at compile time | required |
+/// | `ttl_ms` | how long the result is kept, in milliseconds | required |
+/// | `wait_ms` | how long a duplicate waits for a running first call, in milliseconds | the manager's default wait |
+/// | `manager` | as for `#[distributed_lock]` | the default manager |
+/// | `crate` | as for `#[distributed_lock]` | `"::lockcore"` |
+/// | `fingerprint` | expression whose `ToString` identifies the request; a later call with another fingerprint fails with `LockError::IdempotencyMismatch` | none |
+///
+/// With `#[distributed_lock]` on the same fn, write `#[distributed_lock]` above
+/// `#[idempotent]`: the lower attribute is the outer layer, so the idempotency check comes
+/// first and the resource lock is taken only by a call that runs the body.
+#[proc_macro_attribute]
+pub fn idempotent(
+    args: proc_macro::TokenStream,
+    item: proc_macro::TokenStream,
+) -> proc_macro::TokenStream {
+    idempotent::idempotent(args.into(), item.into()).into()
 }

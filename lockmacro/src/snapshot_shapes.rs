@@ -3,7 +3,8 @@
 
 use quote::quote;
 
-use crate::snapshot_tests::snapshot;
+use crate::idempotent::idempotent;
+use crate::snapshot_tests::{snapshot, snapshot_expansion};
 
 #[test]
 fn keys_with_guard() {
@@ -84,5 +85,71 @@ fn async_trait_shape() {
                 })
             }
         },
+    );
+}
+
+#[test]
+fn idempotent_fn() {
+    snapshot_expansion(
+        "idempotent",
+        idempotent(
+            quote!(
+                key = "order:req:<request_id>",
+                ttl_ms = 86_400_000,
+                fingerprint = body_hash
+            ),
+            quote! {
+                async fn place_order(request_id: String, body_hash: u64) -> Result<OrderId, AppError> {
+                    insert_order(&request_id).await
+                }
+            },
+        ),
+    );
+}
+
+/// The `compile_error!` messages of an `#[idempotent]` expansion.
+fn idempotent_errors(
+    args: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> Vec<String> {
+    let expanded = idempotent(args, item).to_string();
+    expanded
+        .match_indices("compile_error")
+        .map(|(at, _)| {
+            expanded[at..]
+                .split('"')
+                .nth(1)
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn idempotent_diagnostics() {
+    let item = quote!(
+        async fn f(id: u64) -> Result<u64, E> {
+            Ok(id)
+        }
+    );
+    assert_eq!(
+        idempotent_errors(quote!(key = "k:<idd>", ttl_ms = 5), item.clone()),
+        ["unknown parameter `idd` in key template; available: `id`"]
+    );
+    let missing = idempotent_errors(quote!(), item.clone());
+    assert_eq!(missing.len(), 2, "{missing:?}");
+    assert!(missing[0].contains("requires a `key`") && missing[1].contains("requires `ttl_ms`"));
+    assert!(
+        idempotent_errors(quote!(key = "k", ttl_ms = 5, wait = 1), item)[0]
+            .starts_with("unknown argument `wait` for `#[idempotent]`")
+    );
+    let not_async = quote!(
+        fn f(id: u64) -> Result<u64, E> {
+            Ok(id)
+        }
+    );
+    assert_eq!(
+        idempotent_errors(quote!(key = "k", ttl_ms = 5), not_async),
+        ["`#[idempotent]` requires an `async fn`"]
     );
 }

@@ -19,7 +19,12 @@ fn pretty(tokens: TokenStream) -> String {
 }
 
 pub(crate) fn snapshot(name: &str, args: TokenStream, item: TokenStream) {
-    let actual = pretty(distributed_lock(args, item));
+    snapshot_expansion(name, distributed_lock(args, item));
+}
+
+/// Compares the prettyplease form of `expansion` with `tests/expand/NAME.expanded.rs`.
+pub(crate) fn snapshot_expansion(name: &str, expansion: TokenStream) {
+    let actual = pretty(expansion);
     let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "expand"]
         .iter()
         .collect::<PathBuf>()
