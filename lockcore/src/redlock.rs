@@ -361,6 +361,7 @@ impl Nodes {
 
 impl Nodes {
     /// One connection per node, for data that lives beside the locks (idempotency records).
+    #[cfg(feature = "idempotency")]
     pub(crate) fn connections(&self) -> &[ConnectionManager] {
         &self.conns
     }
