@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use common::*;
 use lockcore::{LockError, LockManager, distributed_lock};
 use redis::aio::MultiplexedConnection;
+use tokio::sync::Barrier;
 
 #[derive(Debug, thiserror::Error)]
 enum AppError {
@@ -34,11 +35,15 @@ struct Bank {
     locked: bool,
 }
 
-/// `GET` → yield → `SET +1` on `acct:<id>`: loses updates when two interleave.
-async fn add_one(mut con: MultiplexedConnection, id: u64) {
+/// `GET` → yield (or wait for every other deposit to have read, when `between` is given) →
+/// `SET +1` on `acct:<id>`: loses updates when two interleave.
+async fn add_one(mut con: MultiplexedConnection, id: u64, between: Option<&Barrier>) {
     let key = format!("acct:{id}");
     let value: Option<i64> = query(&mut con, redis::cmd("GET").arg(&key)).await;
-    tokio::task::yield_now().await;
+    match between {
+        Some(barrier) => drop(barrier.wait().await),
+        None => tokio::task::yield_now().await,
+    }
     let _: () = query(
         &mut con,
         redis::cmd("SET").arg(&key).arg(value.unwrap_or(0) + 1),
@@ -51,7 +56,7 @@ impl Accounts for Bank {
     #[distributed_lock(key = "acct:<id>", manager = self.locks, wait_ms = 20_000)]
     async fn deposit(&self, id: u64, con: MultiplexedConnection) -> Result<(), AppError> {
         assert!(self.locked);
-        add_one(con, id).await;
+        add_one(con, id, None).await;
         Ok(())
     }
 
@@ -65,12 +70,15 @@ impl Accounts for Bank {
     }
 }
 
-struct UnlockedBank;
+/// The twin: the same deposits without the lock; every deposit reads before any writes.
+struct UnlockedBank {
+    between: Barrier,
+}
 
 #[async_trait]
 impl Accounts for UnlockedBank {
     async fn deposit(&self, id: u64, con: MultiplexedConnection) -> Result<(), AppError> {
-        add_one(con, id).await;
+        add_one(con, id, Some(&self.between)).await;
         Ok(())
     }
 
@@ -109,11 +117,11 @@ async fn async_trait_method_locks_is_send_and_the_unlocked_twin_loses_updates() 
     assert_eq!(locks.live_renewals(), 0);
 
     let twin = RedisServer::start();
-    let lost = deposits(&twin, Arc::new(UnlockedBank)).await;
-    assert!(
-        lost < 40,
-        "without the lock updates must be lost, got {lost}"
-    );
+    let twin_bank = Arc::new(UnlockedBank {
+        between: Barrier::new(40),
+    });
+    let total = deposits(&twin, twin_bank).await;
+    assert_eq!(total, 1, "without the lock 39 of the 40 updates are lost");
 }
 
 // ---- #[tracing::instrument] above and below ----------------------------------------------------

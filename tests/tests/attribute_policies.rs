@@ -35,11 +35,19 @@ async fn set_balance(con: &mut MultiplexedConnection, account: &str, value: i64)
     .await;
 }
 
-/// Read both balances, yield, write both back: a lost update whenever two transfers touching
-/// an account interleave.
-async fn move_money(mut con: MultiplexedConnection, from: &str, to: &str) {
+/// Read both balances, yield (or wait until every transfer has read, with `between`), write
+/// both back: a lost update whenever two transfers touching an account interleave.
+async fn move_money(
+    mut con: MultiplexedConnection,
+    from: &str,
+    to: &str,
+    between: Option<&Barrier>,
+) {
     let (a, b) = (balance(&mut con, from).await, balance(&mut con, to).await);
-    tokio::task::yield_now().await;
+    match between {
+        Some(barrier) => drop(barrier.wait().await),
+        None => tokio::task::yield_now().await,
+    }
     set_balance(&mut con, from, a - 1).await;
     set_balance(&mut con, to, b + 1).await;
 }
@@ -51,33 +59,35 @@ async fn transfer(
     from: String,
     to: String,
 ) -> Result<Vec<u64>, AppError> {
-    move_money(con, &from, &to).await;
+    move_money(con, &from, &to, None).await;
     Ok(held.fencing_tokens())
 }
 
+/// The twin: the same transfer without the locks; every transfer reads before any writes.
 async fn transfer_unlocked(
-    _m: &LockManager,
+    between: &Barrier,
     con: MultiplexedConnection,
     from: String,
     to: String,
 ) -> Result<Vec<u64>, AppError> {
-    move_money(con, &from, &to).await;
+    move_money(con, &from, &to, Some(between)).await;
     Ok(Vec::new())
 }
 
 /// 2 × 30 transfers, half `a → b`, half `b → a`, all at once. Returns the final balances.
 async fn opposite_transfers(server: &RedisServer, locked: bool) -> (i64, i64) {
     let m = manager(server).await;
+    let between = std::sync::Arc::new(Barrier::new(60));
     let mut tasks = Vec::new();
     for i in 0..60 {
-        let (m, con) = (m.clone(), server.connection().await);
+        let (m, con, between) = (m.clone(), server.connection().await, between.clone());
         let (from, to) = if i % 2 == 0 { ("a", "b") } else { ("b", "a") };
         let (from, to) = (from.to_owned(), to.to_owned());
         tasks.push(tokio::spawn(async move {
             if locked {
                 transfer(&m, con, from, to).await
             } else {
-                transfer_unlocked(&m, con, from, to).await
+                transfer_unlocked(&between, con, from, to).await
             }
         }));
     }
@@ -96,9 +106,10 @@ async fn keys_make_opposite_transfers_exact_and_the_unlocked_twin_loses_updates(
     assert_eq!(opposite_transfers(&locked, true).await, (0, 0));
     let unlocked = RedisServer::start();
     let (a, b) = opposite_transfers(&unlocked, false).await;
+    // Every transfer read (0, 0), so every write is ±1: the balances cannot come back to 0.
     assert!(
         (a, b) != (0, 0),
-        "without the locks some of the 60 transfers must be lost, got {a}, {b}"
+        "without the locks transfers are lost, got {a}, {b}"
     );
 }
 
@@ -126,7 +137,9 @@ async fn argument_order_twin_deadlocks_where_keys_does_not() {
         tokio::spawn(async move {
             let _held = must_acquire(&m, first, &opts(5000, 0)).await;
             barrier.wait().await; // both hold their first key
-            m.acquire(second, &opts(5000, 300)).await.map(drop)
+            let second = m.acquire(second, &opts(5000, 300)).await.map(drop);
+            barrier.wait().await; // and keep it until both attempts have ended
+            second
         })
     };
     let (one, two) = (in_argument_order("a", "b"), in_argument_order("b", "a"));
@@ -337,4 +350,37 @@ async fn a_spawned_task_does_not_inherit_the_hold() {
     let (_server, m, _raw) = start_with_manager().await;
     let AppError::Lock(err) = outer_spawning(&m, 3).await.expect("outer");
     assert!(err.is_contended(), "{err:?}");
+}
+
+#[distributed_lock(keys = ["acct:<a>", "acct:<b>"], manager = m, wait_ms = 10_000, guard = g)]
+async fn inner_pair(m: &LockManager, a: u64, b: u64) -> Result<usize, AppError> {
+    Ok(g.guards().len())
+}
+
+#[distributed_lock(keys = ["acct:<a>", "acct:<b>", "acct:<c>"], manager = m, wait_ms = 10_000)]
+async fn outer_triple(m: &LockManager, a: u64, b: u64, c: u64) -> Result<usize, AppError> {
+    // A subset of the enclosing set re-enters it (and sees the enclosing guards).
+    quickly(inner_pair(m, c, a)).await
+}
+
+#[distributed_lock(key = "acct:<a>", manager = m, wait_ms = 10_000)]
+async fn outer_single(m: &LockManager, a: u64, b: u64) -> Result<LockError, AppError> {
+    // Only part of the nested set is held: acquiring the rest while holding `a` could
+    // deadlock, so it fails at once instead.
+    let AppError::Lock(err) = quickly(inner_pair(m, a, b)).await.unwrap_err();
+    Ok(err)
+}
+
+#[tokio::test]
+async fn nested_key_sets_reenter_a_held_set_and_fail_at_once_on_a_partial_one() {
+    let (_server, m, mut raw) = start_with_manager().await;
+    assert_eq!(outer_triple(&m, 1, 2, 3).await.expect("subset"), 3);
+    let err = outer_single(&m, 4, 5).await.expect("outer");
+    assert!(
+        matches!(&err, LockError::AlreadyHeld { key } if *key == full("acct:4")),
+        "{err:?}"
+    );
+    for id in 1..=5 {
+        assert!(!exists(&mut raw, &full(&format!("acct:{id}"))).await);
+    }
 }
