@@ -41,7 +41,9 @@ async fn add_one(mut con: MultiplexedConnection, id: u64, between: Option<&Barri
     let key = format!("acct:{id}");
     let value: Option<i64> = query(&mut con, redis::cmd("GET").arg(&key)).await;
     match between {
-        Some(barrier) => drop(barrier.wait().await),
+        Some(barrier) => {
+            barrier.wait().await;
+        }
         None => tokio::task::yield_now().await,
     }
     let _: () = query(

@@ -45,7 +45,9 @@ async fn move_money(
 ) {
     let (a, b) = (balance(&mut con, from).await, balance(&mut con, to).await);
     match between {
-        Some(barrier) => drop(barrier.wait().await),
+        Some(barrier) => {
+            barrier.wait().await;
+        }
         None => tokio::task::yield_now().await,
     }
     set_balance(&mut con, from, a - 1).await;
