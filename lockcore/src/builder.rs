@@ -3,18 +3,28 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::io::tcp::TcpSettings;
-use redis::{Client, IntoConnectionInfo};
+use tokio::runtime::Handle;
 
+use crate::backend::Backend;
 use crate::fencing::FencingCounter;
-use crate::handoff::Handoff;
+use crate::handoff::{Handoff, PubSubSource};
 use crate::key::DEFAULT_KEY_PREFIX;
-use crate::redlock::Nodes;
+use crate::node::{ConnectOptions, Node};
+use crate::redact::redact_url;
+use crate::redlock::Redlock;
+use crate::replicas::WaitForReplicas;
+use crate::sentinel::SentinelPrimary;
+use crate::shared::Shared;
+use crate::single::Single;
+use crate::tls::TlsFiles;
 use crate::{LockError, LockManager, LockOptions};
 
-/// Builds a [`LockManager`]. Give exactly one of [`url`](Self::url) (one Redis node) or
-/// [`nodes`](Self::nodes) (Redlock over N independent masters); everything else is optional.
+/// Builds a [`LockManager`]. Give one topology: [`url`](Self::url) (one Redis node),
+/// [`nodes`](Self::nodes) (Redlock over N independent masters), [`cluster`](Self::cluster)
+/// (Redis Cluster) or [`sentinel`](Self::sentinel) (a primary found through Sentinel); the last
+/// one called wins. Everything else is optional. Every URL may be `redis://` or (feature `tls`)
+/// `rediss://`, with an ACL user: `rediss://user:password@host:port/`. `Debug` shows URLs with
+/// the password masked.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), lockcore::LockError> {
@@ -43,36 +53,88 @@ use crate::{LockError, LockManager, LockOptions};
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct LockManagerBuilder {
-    urls: Vec<String>,
+    topology: Topology,
     key_prefix: String,
     default_options: LockOptions,
-    fencing_counter: FencingCounter,
+    /// `None`: per prefix, or per slot on a cluster.
+    fencing_counter: Option<FencingCounter>,
     connection_timeout: Duration,
     response_timeout: Duration,
     node_timeout: Option<Duration>,
+    replicas: Option<WaitForReplicas>,
+    tls: TlsFiles,
+}
+
+/// Where the locks live.
+#[derive(Clone)]
+enum Topology {
+    Unset,
+    /// One node, or Redlock over several.
+    Nodes(Vec<String>),
+    Cluster(Vec<String>),
+    Sentinel {
+        sentinels: Vec<String>,
+        master_name: String,
+    },
+}
+
+impl std::fmt::Debug for LockManagerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls = |urls: &[String]| urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>();
+        let topology = match &self.topology {
+            Topology::Unset => "unset".to_owned(),
+            Topology::Nodes(nodes) => format!("nodes {:?}", urls(nodes)),
+            Topology::Cluster(seeds) => format!("cluster {:?}", urls(seeds)),
+            Topology::Sentinel {
+                sentinels,
+                master_name,
+            } => format!("sentinel {:?} master {master_name:?}", urls(sentinels)),
+        };
+        f.debug_struct("LockManagerBuilder")
+            .field("topology", &topology)
+            .field("key_prefix", &self.key_prefix)
+            .field("default_options", &self.default_options)
+            .field("fencing_counter", &self.fencing_counter)
+            .field("connection_timeout", &self.connection_timeout)
+            .field("response_timeout", &self.response_timeout)
+            .field("node_timeout", &self.node_timeout)
+            .field("wait_for_replicas", &self.replicas)
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 impl Default for LockManagerBuilder {
     fn default() -> Self {
         LockManagerBuilder {
-            urls: Vec::new(),
+            topology: Topology::Unset,
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             default_options: LockOptions::default(),
-            fencing_counter: FencingCounter::default(),
+            fencing_counter: None,
             connection_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_millis(500),
             node_timeout: None,
+            replicas: None,
+            tls: TlsFiles::default(),
         }
     }
+}
+
+fn owned<I, S>(urls: I) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    urls.into_iter().map(|u| u.as_ref().to_owned()).collect()
 }
 
 impl LockManagerBuilder {
     /// One Redis node, as a `redis://` or `rediss://` URL.
     pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.urls = vec![url.into()];
+        self.topology = Topology::Nodes(vec![url.into()]);
         self
     }
 
@@ -84,7 +146,68 @@ impl LockManagerBuilder {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.urls = urls.into_iter().map(|u| u.as_ref().to_owned()).collect();
+        self.topology = Topology::Nodes(owned(urls));
+        self
+    }
+
+    /// Redis Cluster, reached through these seed nodes (any reachable subset of the cluster;
+    /// the client discovers the rest and follows MOVED, ASK and fail-overs). Every feature of a
+    /// single node works: hand-off, fencing (one counter per slot, chosen automatically), the
+    /// watchdog (one renewal call per slot) and [`wait_for_replicas`](Self::wait_for_replicas).
+    /// See "Topologies" in the crate docs for what a fail-over can lose.
+    pub fn cluster<I, S>(mut self, seed_urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.topology = Topology::Cluster(owned(seed_urls));
+        self
+    }
+
+    /// A primary found through Redis Sentinel: `sentinel_urls` are the sentinels' addresses
+    /// (their ACL user and password, if any, are used for the sentinels and for the primary),
+    /// `master_name` the name they monitor it under. The primary is resolved when the manager
+    /// is built, and again when a command fails with `READONLY` or a dropped connection, or
+    /// when a sentinel announces `+switch-master`. See "Topologies" in the crate docs.
+    pub fn sentinel<I, S>(mut self, sentinel_urls: I, master_name: &str) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.topology = Topology::Sentinel {
+            sentinels: owned(sentinel_urls),
+            master_name: master_name.to_owned(),
+        };
+        self
+    }
+
+    /// After each acquire and extend, `WAIT replicas timeout`: the call succeeds only once
+    /// `replicas` replicas acknowledged the write. Too few acknowledgements within `timeout`
+    /// release the key (acquire) and return [`LockError::NotReplicated`]. Narrows the window in
+    /// which a fail-over to a replica that missed the write grants the lock twice; it does not
+    /// close it (Redis replication stays asynchronous). One extra round trip per call.
+    pub fn wait_for_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.replicas = Some(WaitForReplicas { replicas, timeout });
+        self
+    }
+
+    /// Trusts this CA (PEM) for `rediss://` connections, instead of the system's roots. For
+    /// private CAs (managed services, tests).
+    #[cfg(feature = "tls")]
+    pub fn tls_root_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root_ca_pem = Some(pem.into());
+        self
+    }
+
+    /// Presents this client certificate and key (PEM) on `rediss://` connections (mTLS, for a
+    /// server with `tls-auth-clients yes`).
+    #[cfg(feature = "tls")]
+    pub fn tls_client_cert_pem(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_cert_pem = Some((cert_pem.into(), key_pem.into()));
         self
     }
 
@@ -100,10 +223,10 @@ impl LockManagerBuilder {
         self
     }
 
-    /// Where the fencing counter lives: one per prefix (default) or one per Redis Cluster slot.
-    /// See [`FencingCounter`].
+    /// Where the fencing counter lives: one per prefix (the default, except on a cluster) or one
+    /// per Redis Cluster slot (the default on a cluster). See [`FencingCounter`].
     pub fn fencing_counter(mut self, counter: FencingCounter) -> Self {
-        self.fencing_counter = counter;
+        self.fencing_counter = Some(counter);
         self
     }
 
@@ -129,79 +252,115 @@ impl LockManagerBuilder {
 
     /// Connects and returns the manager.
     ///
-    /// One node is connected at once, so an unreachable node fails here. Redlock nodes connect
-    /// lazily (and reconnect in the background), so a manager can be built while some nodes
-    /// are down; they count as votes against until they answer.
+    /// One node, a cluster and a Sentinel-resolved primary are connected at once, so an
+    /// unreachable one fails here. Redlock nodes connect lazily (and reconnect in the
+    /// background), so a manager can be built while some nodes are down; they count as votes
+    /// against until they answer.
     ///
     /// # Errors
-    /// - [`LockError::InvalidOptions`] when no URL was given or the default options are out of
-    ///   range.
-    /// - [`LockError::Redis`] when a URL is malformed or the single node cannot be reached.
+    /// - [`LockError::InvalidOptions`] when no URL was given, a URL is malformed (shown without
+    ///   its password), a `rediss://` URL is given without the `tls` feature, the default
+    ///   options are out of range, or a per-prefix fencing counter is asked for on a cluster.
+    /// - [`LockError::Redis`] when the node, cluster or sentinels cannot be reached, or no
+    ///   sentinel knows `master_name`.
     pub async fn build(self) -> Result<LockManager, LockError> {
         self.default_options.validate()?;
-        if self.urls.is_empty() {
-            return Err(LockError::InvalidOptions {
-                reason: "no Redis URL given; call `.url(\"redis://host:port/\")` or `.nodes([..])` on the builder".to_owned(),
-            });
+        let options = ConnectOptions {
+            connection_timeout: self.connection_timeout,
+            response_timeout: self.response_timeout,
+            tls: self.tls.clone(),
+        };
+        let runtime = Handle::current();
+        let channel = Handoff::channel_for(&self.key_prefix);
+        let no_url = || {
+            LockError::InvalidOptions {
+            reason: "no Redis URL given; call `.url(\"redis://host:port/\")`, `.nodes([..])`, `.cluster([..])` or `.sentinel([..], name)` on the builder".to_owned(),
         }
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connection_timeout))
-            .set_response_timeout(Some(self.response_timeout))
-            .set_number_of_retries(1);
-        let mut conns = Vec::with_capacity(self.urls.len());
-        let mut handoff = None;
-        for url in &self.urls {
-            let info = url
-                .as_str()
-                .into_connection_info()?
-                .set_tcp_settings(TcpSettings::default().set_nodelay(true));
-            let client = Client::open(info)?;
-            let conn = if self.urls.len() == 1 {
-                handoff = Some(Arc::new(Handoff::new(client.clone())));
-                let mut conn = ConnectionManager::new_with_config(client, config.clone()).await?;
-                crate::scripts::preload(&mut conn).await?;
-                warn_if_counter_can_be_evicted(&mut conn).await;
-                conn
-            } else {
-                ConnectionManager::new_lazy_with_config(client, config.clone())?
-            };
-            conns.push(conn);
-        }
-        if let Some(handoff) = &handoff {
-            // Subscribe now, so that the first contended waiter is already woken by a push.
-            handoff.subscribe().await;
-        }
-        Ok(LockManager::new(
-            Nodes::new(conns, self.node_timeout, self.key_prefix.clone()),
-            handoff,
-            self.key_prefix,
-            self.default_options,
-            self.fencing_counter,
-        ))
+        };
+        let (backend, fencing_counter) = match &self.topology {
+            Topology::Unset => return Err(no_url()),
+            Topology::Nodes(urls) if urls.is_empty() => return Err(no_url()),
+            Topology::Nodes(urls) if urls.len() == 1 => {
+                let client = Node::client(&urls[0], &options.tls)?;
+                let node = Node::connect(client.clone(), &options).await?;
+                let handoff =
+                    Handoff::new(PubSubSource::Fixed(vec![client]), channel, runtime.clone());
+                (
+                    self.single(node, handoff, runtime).await,
+                    self.counter(false)?,
+                )
+            }
+            Topology::Nodes(urls) => {
+                let nodes = urls
+                    .iter()
+                    .map(|url| Ok(Node::lazy(Node::client(url, &options.tls)?, &options)?))
+                    .collect::<Result<Vec<Node>, LockError>>()?;
+                let redlock = Redlock::new(nodes, self.node_timeout);
+                (Backend::redlock(redlock, runtime), self.counter(false)?)
+            }
+            Topology::Cluster(seeds) if seeds.is_empty() => return Err(no_url()),
+            Topology::Cluster(seeds) => {
+                let node = Node::cluster(seeds, &options).await?;
+                // Classic pub/sub is cluster-wide: a release's `PUBLISH` on any shard reaches a
+                // subscriber on any node. Subscribe on the first seed that answers.
+                let clients = seeds
+                    .iter()
+                    .map(|url| Node::client(url, &options.tls))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let handoff = Handoff::new(PubSubSource::Fixed(clients), channel, runtime.clone());
+                (
+                    self.single(node, handoff, runtime).await,
+                    self.counter(true)?,
+                )
+            }
+            Topology::Sentinel { sentinels, .. } if sentinels.is_empty() => return Err(no_url()),
+            Topology::Sentinel {
+                sentinels,
+                master_name,
+            } => {
+                let primary =
+                    SentinelPrimary::resolve(sentinels, master_name, &options, &runtime).await?;
+                let handoff = Handoff::new(
+                    PubSubSource::Sentinel(primary.clone()),
+                    channel,
+                    runtime.clone(),
+                );
+                (
+                    self.single(Node::Sentinel(primary), handoff, runtime).await,
+                    self.counter(false)?,
+                )
+            }
+        };
+        Ok(LockManager::new(Shared {
+            backend,
+            key_prefix: self.key_prefix,
+            default_options: self.default_options,
+            fencing_counter,
+            watchdog: Arc::default(),
+        }))
     }
-}
 
-/// Logs a warning, once per process, when the node's `maxmemory-policy` may evict the fencing
-/// counter (the `allkeys-*` policies). `CONFIG` may be disabled on managed Redis; then nothing is
-/// checked.
-async fn warn_if_counter_can_be_evicted(conn: &mut ConnectionManager) {
-    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if WARNED.load(std::sync::atomic::Ordering::Relaxed) {
-        return;
+    /// The single-node backend over `node`, subscribed for wake-ups.
+    async fn single(&self, node: Node, handoff: Handoff, runtime: Handle) -> Backend {
+        let handoff = Arc::new(handoff);
+        // Subscribe now, so that the first contended waiter is already woken by a push.
+        handoff.subscribe().await;
+        let single = Single::new(node, handoff, self.key_prefix.clone(), self.replicas);
+        Backend::single(single, runtime)
     }
-    let reply: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("maxmemory-policy")
-        .query_async(conn)
-        .await;
-    if let Ok(reply) = reply
-        && let Some(policy) = reply.get(1)
-        && policy.starts_with("allkeys-")
-        && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed)
-    {
-        tracing::warn!(
-            policy,
-            "maxmemory-policy may evict the fencing counter; fencing tokens are then no longer monotonic"
-        );
+
+    /// The fencing counter placement: the caller's choice, else per slot on a cluster.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOptions`] for a per-prefix counter on a cluster (`CROSSSLOT`).
+    fn counter(&self, cluster: bool) -> Result<FencingCounter, LockError> {
+        match (self.fencing_counter, cluster) {
+            (Some(FencingCounter::PerPrefix), true) => Err(LockError::InvalidOptions {
+                reason: "fencing_counter is PerPrefix on Redis Cluster, where the counter would sit in another slot than most lock keys (CROSSSLOT); expected PerSlot (the default on a cluster)".to_owned(),
+            }),
+            (Some(counter), _) => Ok(counter),
+            (None, true) => Ok(FencingCounter::PerSlot),
+            (None, false) => Ok(FencingCounter::PerPrefix),
+        }
     }
 }

@@ -53,6 +53,21 @@ pub enum LockError {
         /// The quorum: N/2 + 1 of the configured N.
         needed: usize,
     },
+    /// [`LockManagerBuilder::wait_for_replicas`](crate::LockManagerBuilder::wait_for_replicas):
+    /// fewer replicas than asked acknowledged an acquire or extend within the timeout. An
+    /// acquire releases the key before returning this; an extend leaves the lease as it was
+    /// recorded before the call. Never returned as [`Contended`](Self::Contended).
+    #[error(
+        "lock `{key}` was written but only {acked} replicas acknowledged it within the timeout; {needed} were required"
+    )]
+    NotReplicated {
+        /// The full Redis key, prefix included.
+        key: String,
+        /// Replicas that acknowledged.
+        acked: usize,
+        /// Replicas that were required.
+        needed: usize,
+    },
     /// [`default_manager`](crate::default_manager) was called (directly or by
     /// `#[distributed_lock]` without `manager = ..`) before
     /// [`set_default_manager`](crate::set_default_manager).

@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::lease::{Lease, LeaseStatus};
+use crate::lease::{Lease, LeaseStatus, WriteLock};
+use crate::shared::Shared;
+use crate::vote::Released;
 use crate::watchdog::Registration;
-use crate::{LockError, LockManager, LockOptions};
+use crate::{LockError, LockOptions};
 
 /// A held lock. Owned, `Send + Sync + 'static`: it can move to another task or thread.
 ///
@@ -20,7 +22,7 @@ use crate::{LockError, LockManager, LockOptions};
 /// while the guard lives; [`lost`](Self::lost) completes if that fails.
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
-    manager: LockManager,
+    shared: Arc<Shared>,
     lease: Arc<Lease>,
     /// Renewal by the watchdog; dropped (unregistered) on release or drop.
     renewal: Option<Registration>,
@@ -42,13 +44,15 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(manager: LockManager, lease: Lease, opts: &LockOptions) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, lease: Lease, opts: &LockOptions) -> Self {
         let lease = Arc::new(lease);
-        let renewal = opts
-            .watchdog_enabled()
-            .then(|| manager.watch(Arc::clone(&lease), opts.max_hold_value()));
+        let renewal = opts.watchdog_enabled().then(|| {
+            shared
+                .watchdog
+                .register(Arc::clone(&lease), opts.max_hold_value(), &shared.backend)
+        });
         LockGuard {
-            manager,
+            shared,
             lease,
             renewal,
             released: false,
@@ -70,9 +74,8 @@ impl LockGuard {
     /// of this key by any client, as long as the counter survives (see
     /// [`FencingCounter`](crate::FencingCounter) for when it does not). With the default
     /// per-prefix counter this holds across all keys under the prefix; per slot, across keys of
-    /// one slot. Under Redlock it is the maximum over the winning quorum: best effort (see
-    /// [`LockManagerBuilder::nodes`](crate::LockManagerBuilder::nodes)). Extend and renewal keep
-    /// it. Pass it to the resource ([`FencedRedis`](crate::FencedRedis),
+    /// one slot. Under Redlock the same holds across quorums, as long as no node loses its
+    /// counter (see "Redlock" in the crate docs). Extend and renewal keep it. Pass it to the resource ([`FencedRedis`](crate::FencedRedis),
     /// [`FenceGate`](crate::FenceGate), or SQL), which rejects writes with an older token.
     pub fn fencing_token(&self) -> u64 {
         self.lease.fencing_token
@@ -132,14 +135,22 @@ impl LockGuard {
     ///   is then spawned, as on drop.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.renewal = None;
-        let deleted = self
-            .manager
-            .nodes()
+        let released = self
+            .shared
+            .backend
             .release(&self.lease.key, &self.lease.token, self.lease.ttl())
             .await?;
         self.released = true;
+        let within_lease = Instant::now() < self.lease.deadline();
         let was_held = self.lease.settle(LeaseStatus::Released);
-        if deleted && was_held {
+        let ours = match released {
+            Released::Deleted => true,
+            // On a cluster the client may have re-sent this release after a lost reply: a
+            // missing key before the deadline is that first run's work, not a loss.
+            Released::Missing => self.shared.backend.may_resend() && within_lease,
+            Released::HeldByOther => false,
+        };
+        if ours && was_held {
             Ok(())
         } else {
             Err(self.lost_error())
@@ -161,19 +172,33 @@ impl LockGuard {
         if self.lease.status() != LeaseStatus::Held {
             return Err(self.lost_error());
         }
+        // Serialised with the watchdog's renewals of this lease: a renewal built from the old
+        // ttl can never land after this extend and cut the key short behind the guard's back.
+        let write = self.lease.write_lock().await;
+        let extended = self.extend_under(&write, ttl).await;
+        drop(write);
+        if let Some(renewal) = &self.renewal {
+            // The next renewal is planned from what this extend recorded (or, after an error,
+            // from what was recorded before).
+            renewal.reschedule();
+        }
+        extended
+    }
+
+    async fn extend_under(&self, write: &WriteLock, ttl: Duration) -> Result<(), LockError> {
+        if self.lease.status() != LeaseStatus::Held {
+            return Err(self.lost_error());
+        }
         let start = Instant::now();
         let deadline = self.lease.deadline();
         let extended = self
-            .manager
-            .nodes()
-            .renew(&[(&self.lease.key, &self.lease.token, ttl)])
+            .shared
+            .backend
+            .extend(&self.lease.key, &self.lease.token, ttl)
             .await?;
         // Redlock: the extension counts only if it completed within the remaining validity.
-        if extended.first() == Some(&true) && Instant::now() < deadline {
-            self.lease.renewed(start, ttl);
-            if let Some(renewal) = &self.renewal {
-                renewal.reschedule();
-            }
+        if extended && Instant::now() < deadline {
+            self.lease.renewed(write, start, ttl);
             Ok(())
         } else {
             self.lease.settle(LeaseStatus::Lost);
@@ -195,7 +220,7 @@ impl Drop for LockGuard {
         // token on (some) nodes, and a compare-and-delete never touches another holder's key.
         if !self.released {
             self.lease.settle(LeaseStatus::Released);
-            self.manager.spawn_release(
+            self.shared.backend.spawn_release(
                 self.lease.key.clone(),
                 self.lease.token.clone(),
                 self.lease.ttl(),

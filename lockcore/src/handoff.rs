@@ -20,7 +20,7 @@
 //!   a waiter that died while queued holds the others up for less than 1 s, and a missed
 //!   wake-up (a killed pub/sub connection) costs at most one refresh interval.
 //! - **Economical.** All waiters of one manager share one pub/sub connection and one channel,
-//!   `lockcore:wake:<uuid>`, subscribed once when the manager is built (and re-opened in the
+//!   `<prefix>__wake__:<uuid>`, subscribed once when the manager is built (and re-opened in the
 //!   background if the connection is lost). The queue keys expire on their own when no waiter
 //!   refreshes them, so nothing grows with the number of distinct keys.
 //!
@@ -32,9 +32,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
-use crate::LockManager;
+use crate::defer::OnDrop;
+use crate::sentinel::SentinelPrimary;
 
 /// How long a queue entry lives without a refresh.
 pub(crate) const ENTRY_LEASE: Duration = Duration::from_millis(600);
@@ -62,14 +64,36 @@ pub(crate) fn queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
     )
 }
 
+/// The name after the prefix of every manager's wake-up channel.
+pub(crate) const WAKE_NAME: &str = "__wake__:";
+
 /// Reserved key name prefixes of the waiter queue.
 pub(crate) const QUEUE_NAME: &str = "__waitq__";
 pub(crate) const ENTRIES_NAME: &str = "__waiters__";
 
+/// Where the wake-up subscription connects.
+pub(crate) enum PubSubSource {
+    /// These servers, tried in turn (one node; a cluster's seeds: classic pub/sub is
+    /// cluster-wide, so any node hears every release's `PUBLISH`).
+    Fixed(Vec<redis::Client>),
+    /// The primary Sentinel resolved last (replicas hear `PUBLISH` too, through replication,
+    /// but a fail-over may drop them).
+    Sentinel(SentinelPrimary),
+}
+
+impl PubSubSource {
+    /// The clients to try, in order, for the next subscription.
+    fn clients(&self) -> Vec<redis::Client> {
+        match self {
+            PubSubSource::Fixed(clients) => clients.clone(),
+            PubSubSource::Sentinel(primary) => vec![primary.client()],
+        }
+    }
+}
+
 /// One manager's wake-up channel and its waiting tokens.
-#[derive(Debug)]
 pub(crate) struct Handoff {
-    client: redis::Client,
+    source: PubSubSource,
     channel: String,
     waiters: Mutex<HashMap<String, Arc<Notify>>>,
     listening: AtomicBool,
@@ -79,6 +103,8 @@ pub(crate) struct Handoff {
     opening: AtomicBool,
     starting: tokio::sync::Mutex<()>,
     shutdown: Arc<Notify>,
+    /// Where the listener runs when the caller has no runtime (see `spawn`).
+    runtime: Handle,
 }
 
 impl Drop for Handoff {
@@ -88,17 +114,24 @@ impl Drop for Handoff {
 }
 
 impl Handoff {
-    pub(crate) fn new(client: redis::Client) -> Self {
+    pub(crate) fn new(source: PubSubSource, channel: String, runtime: Handle) -> Self {
         Handoff {
-            client,
-            channel: format!("lockcore:wake:{}", uuid::Uuid::new_v4().simple()),
+            source,
+            channel,
             waiters: Mutex::default(),
             listening: AtomicBool::new(false),
             generation: AtomicU64::new(0),
             opening: AtomicBool::new(false),
             starting: tokio::sync::Mutex::new(()),
             shutdown: Arc::new(Notify::new()),
+            runtime,
         }
+    }
+
+    /// A fresh wake-up channel for a manager with this key prefix: under the prefix, so that one
+    /// ACL channel rule (`&<prefix>*`) covers it.
+    pub(crate) fn channel_for(prefix: &str) -> String {
+        format!("{prefix}{WAKE_NAME}{}", uuid::Uuid::new_v4().simple())
     }
 
     /// The channel this manager's waiters are woken on.
@@ -113,25 +146,21 @@ impl Handoff {
 
     /// Registers `token` for wake-ups, before its first queued attempt. Never waits on the
     /// network: if the subscription is down, it is re-opened in the background, and the waiter
-    /// re-checks every [`REFRESH`] meanwhile.
+    /// re-checks every [`REFRESH`] meanwhile. Unless the waiter acquires, dropping it runs
+    /// `withdraw` (which takes its queue entry, and a lock just handed to it, back).
     pub(crate) fn register(
         self: &Arc<Self>,
-        manager: &LockManager,
-        key: &str,
         token: &str,
-        ttl: Duration,
+        withdraw: impl FnOnce() + Send + Sync + 'static,
     ) -> Waiter {
         let wake = Arc::new(Notify::new());
         self.waiters().insert(token.to_owned(), Arc::clone(&wake));
         self.ensure_listener();
         Waiter {
             handoff: Arc::clone(self),
-            manager: manager.clone(),
-            key: key.to_owned(),
             token: token.to_owned(),
-            ttl,
             wake,
-            withdraw: true,
+            withdraw: Some(OnDrop::new(Box::new(withdraw))),
         }
     }
 
@@ -141,7 +170,7 @@ impl Handoff {
             return;
         }
         let handoff = Arc::clone(self);
-        tokio::spawn(async move {
+        crate::spawn::background(&self.runtime, async move {
             handoff.subscribe().await;
             handoff.opening.store(false, Ordering::Release);
         });
@@ -155,24 +184,40 @@ impl Handoff {
             return true;
         }
         let subscribed = tokio::time::timeout(SUBSCRIBE_TIMEOUT, async {
-            let mut pubsub = self.client.get_async_pubsub().await?;
-            pubsub.subscribe(&self.channel).await?;
-            redis::RedisResult::Ok(pubsub)
+            let mut last_error = None;
+            for client in self.source.clients() {
+                let attempt = async {
+                    let mut pubsub = client.get_async_pubsub().await?;
+                    pubsub.subscribe(&self.channel).await?;
+                    redis::RedisResult::Ok(pubsub)
+                };
+                match attempt.await {
+                    Ok(pubsub) => return Ok(pubsub),
+                    Err(err) => last_error = Some(err),
+                }
+            }
+            Err(last_error.unwrap_or_else(|| {
+                redis::RedisError::from((
+                    redis::ErrorKind::InvalidClientConfig,
+                    "no node to subscribe on",
+                ))
+            }))
         })
         .await;
         match subscribed {
             Ok(Ok(pubsub)) => {
                 let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
                 self.listening.store(true, Ordering::Release);
-                let listening = Listening {
-                    handoff: Arc::downgrade(self),
-                    generation,
-                };
-                tokio::spawn(listen(
-                    listening,
-                    pubsub.into_on_message(),
-                    Arc::clone(&self.shutdown),
-                ));
+                let listening = stopped_listening(Arc::downgrade(self), generation);
+                crate::spawn::background(
+                    &self.runtime,
+                    listen(
+                        Arc::downgrade(self),
+                        listening,
+                        pubsub.into_on_message(),
+                        Arc::clone(&self.shutdown),
+                    ),
+                );
                 true
             }
             Ok(Err(err)) => {
@@ -189,15 +234,10 @@ impl Handoff {
 
 /// Marks the listener stopped when its task ends, also when a runtime that shut down drops the
 /// task, so that the next waiter subscribes again (on its own runtime).
-struct Listening {
-    handoff: Weak<Handoff>,
-    generation: u64,
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        if let Some(handoff) = self.handoff.upgrade()
-            && handoff.generation.load(Ordering::Acquire) == self.generation
+fn stopped_listening(handoff: Weak<Handoff>, generation: u64) -> OnDrop<impl FnOnce()> {
+    OnDrop::new(move || {
+        if let Some(handoff) = handoff.upgrade()
+            && handoff.generation.load(Ordering::Acquire) == generation
         {
             handoff.listening.store(false, Ordering::Release);
             // Waiters re-check now rather than at their next refresh.
@@ -205,12 +245,13 @@ impl Drop for Listening {
                 wake.notify_one();
             }
         }
-    }
+    })
 }
 
 /// Delivers wake-ups until the connection ends or the manager is gone.
 async fn listen(
-    listening: Listening,
+    handoff: Weak<Handoff>,
+    _listening: OnDrop<impl FnOnce()>,
     mut messages: redis::aio::PubSubStream,
     shutdown: Arc<Notify>,
 ) {
@@ -219,7 +260,7 @@ async fn listen(
             message = messages.next() => message,
             () = shutdown.notified() => return,
         };
-        let Some(handoff) = listening.handoff.upgrade() else {
+        let Some(handoff) = handoff.upgrade() else {
             return;
         };
         match message {
@@ -242,15 +283,20 @@ async fn listen(
 
 /// A queued waiter. Dropping it unregisters it and, unless it acquired the lock, withdraws its
 /// queue entry (and releases the lock if it was just handed over) in the background.
-#[derive(Debug)]
 pub(crate) struct Waiter {
     handoff: Arc<Handoff>,
-    manager: LockManager,
-    key: String,
     token: String,
-    ttl: Duration,
     wake: Arc<Notify>,
-    withdraw: bool,
+    /// `None` once acquired.
+    withdraw: Option<OnDrop<Box<dyn FnOnce() + Send + Sync>>>,
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiter")
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Waiter {
@@ -266,19 +312,15 @@ impl Waiter {
 
     /// The waiter acquired the lock: nothing to withdraw.
     pub(crate) fn acquired(mut self) {
-        self.withdraw = false;
+        if let Some(withdraw) = self.withdraw.take() {
+            withdraw.disarm();
+        }
     }
 }
 
 impl Drop for Waiter {
     fn drop(&mut self) {
+        // Before `withdraw` runs: fields are dropped after this body.
         self.handoff.waiters().remove(&self.token);
-        if self.withdraw {
-            self.manager.spawn_release(
-                std::mem::take(&mut self.key),
-                std::mem::take(&mut self.token),
-                self.ttl,
-            );
-        }
     }
 }

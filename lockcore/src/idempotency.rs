@@ -18,7 +18,7 @@ use futures_util::future::join_all;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::key::{IDEMPOTENCY_NAME, full_key};
+use crate::key::IDEMPOTENCY_NAME;
 use crate::options::duration_ms;
 use crate::{LockError, LockManager, LockOptions};
 
@@ -129,7 +129,6 @@ impl LockManager {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        full_key(self.key_prefix(), key)?;
         if idem.record_ttl < Duration::from_millis(1) || idem.record_ttl > MAX_RECORD_TTL {
             return Err(LockError::InvalidOptions {
                 reason: format!(
@@ -142,7 +141,8 @@ impl LockManager {
             Some(opts) => opts.clone(),
             None => self.default_options().clone().watchdog(true),
         };
-        opts.validate()?;
+        // The key and options as for a lock (the record's lock key is derived from it).
+        self.checked_key(key, &opts)?;
         let record_key = format!("{}{IDEMPOTENCY_NAME}rec:{key}", self.key_prefix());
         if let Some(value) = self.read_record(key, &record_key, idem).await? {
             return Ok(Ok(value));
@@ -178,9 +178,9 @@ impl LockManager {
         record_key: &str,
         idem: &Idempotency,
     ) -> Result<Option<T>, LockError> {
+        let nodes = self.data_nodes();
         let mut last_error = None;
-        for con in self.nodes().connections() {
-            let mut con = con.clone();
+        for mut con in nodes.iter().cloned() {
             match redis::cmd("GET")
                 .arg(record_key)
                 .query_async::<Option<String>>(&mut con)
@@ -193,7 +193,7 @@ impl LockManager {
         }
         match last_error {
             // One node is enough to have the record; all failing is an error.
-            Some(error) if self.nodes().len() == 1 => Err(error.into()),
+            Some(error) if nodes.len() == 1 => Err(error.into()),
             _ => Ok(None),
         }
     }
@@ -207,8 +207,8 @@ impl LockManager {
     ) -> Result<(), LockError> {
         let text = encode(key, idem, value)?;
         let ttl_ms = duration_ms(idem.record_ttl);
-        let writes = self.nodes().connections().iter().map(|con| {
-            let mut con = con.clone();
+        let nodes = self.data_nodes();
+        let writes = nodes.iter().cloned().map(|mut con| {
             let text = &text;
             async move {
                 redis::cmd("SET")
@@ -223,7 +223,8 @@ impl LockManager {
         let results = join_all(writes).await;
         let written = results.iter().filter(|r| r.is_ok()).count();
         match results.into_iter().find_map(Result::err) {
-            Some(error) if written < self.nodes().quorum() => Err(error.into()),
+            // Redlock: a quorum of copies, as for the lock itself.
+            Some(error) if written < nodes.len() / 2 + 1 => Err(error.into()),
             _ => Ok(()),
         }
     }

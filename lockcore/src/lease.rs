@@ -1,7 +1,7 @@
 //! The state of one held lease, shared by its [`LockGuard`](crate::LockGuard) and the
 //! manager's watchdog.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -42,7 +42,13 @@ pub(crate) struct Lease {
     pub(crate) acquired_at: Instant,
     times: Mutex<Times>,
     status: watch::Sender<LeaseStatus>,
+    /// Held by whoever has a TTL-setting command (an extend or a renewal) in flight, so that
+    /// two of them never race: Redis applies them in the order the guard records them.
+    writes: Arc<tokio::sync::Mutex<()>>,
 }
+
+/// The right to send a TTL-setting command for one lease; see [`Lease::write_lock`].
+pub(crate) type WriteLock = tokio::sync::OwnedMutexGuard<()>;
 
 impl Lease {
     /// A lease won by an attempt that started at `attempt_start`.
@@ -64,7 +70,20 @@ impl Lease {
                 deadline: attempt_start + validity(ttl),
             }),
             status: watch::Sender::new(LeaseStatus::Held),
+            writes: Arc::default(),
         }
+    }
+
+    /// Waits for the TTL-setting command in flight, if any, and returns the right to send the
+    /// next one. Extend and renewal both take it, so the TTL the lease records is always the
+    /// one Redis applied last.
+    pub(crate) async fn write_lock(&self) -> WriteLock {
+        Arc::clone(&self.writes).lock_owned().await
+    }
+
+    /// [`write_lock`](Self::write_lock) without waiting: `None` while an extend is in flight.
+    pub(crate) fn try_write_lock(&self) -> Option<WriteLock> {
+        Arc::clone(&self.writes).try_lock_owned().ok()
     }
 
     fn times(&self) -> Times {
@@ -99,8 +118,9 @@ impl Lease {
         *self.status.borrow()
     }
 
-    /// A renewal or extend that started at `start` set the TTL to `ttl`.
-    pub(crate) fn renewed(&self, start: Instant, ttl: Duration) {
+    /// A renewal or extend that started at `start` set the TTL to `ttl`: the TTL its own
+    /// command sent. The caller holds the [`WriteLock`] it sent that command under.
+    pub(crate) fn renewed(&self, _sent_under: &WriteLock, start: Instant, ttl: Duration) {
         let mut times = self.times.lock().unwrap_or_else(PoisonError::into_inner);
         times.ttl = ttl;
         times.renewed_at = start;
@@ -174,7 +194,12 @@ mod tests {
     async fn lost_completes_at_the_deadline_and_follows_renewals() {
         let start = Instant::now();
         let lease = Lease::new("k".into(), "t".into(), 1, Duration::from_secs(1), start);
-        lease.renewed(start + Duration::from_millis(500), Duration::from_secs(1));
+        let write = lease.write_lock().await;
+        lease.renewed(
+            &write,
+            start + Duration::from_millis(500),
+            Duration::from_secs(1),
+        );
         lease.lost().await;
         assert!(
             Instant::now() >= start + Duration::from_millis(500) + validity(Duration::from_secs(1))

@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs, missing_debug_implementations)]
 
+mod backend;
 mod builder;
+mod defer;
 mod error;
 mod fenced;
 mod fencing;
@@ -14,12 +16,20 @@ mod key;
 mod lease;
 mod manager;
 mod multi;
+mod node;
 mod options;
+mod redact;
 mod redlock;
 mod reentrancy;
-mod release;
+mod replicas;
 mod scripts;
+mod sentinel;
+mod shared;
+mod single;
 mod slot;
+mod spawn;
+mod tls;
+mod vote;
 mod watchdog;
 
 #[doc(hidden)]

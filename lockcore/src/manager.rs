@@ -3,18 +3,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::Handle;
 use tokio::time::Instant;
 
+use crate::backend::AttemptRequest;
 use crate::builder::LockManagerBuilder;
-use crate::fencing::{self, FencingCounter};
+use crate::fencing;
 use crate::guard::LockGuard;
 use crate::handoff::{self, Handoff};
 use crate::key::full_key;
-use crate::lease::{Lease, validity};
-use crate::redlock::{Nodes, Vote};
-use crate::release::PendingAcquire;
-use crate::watchdog::{Registration, Watchdog};
+use crate::lease::Lease;
+use crate::shared::Shared;
+use crate::vote::Vote;
 use crate::{LockError, LockOptions};
 
 /// A handle to one Redis node that hands out locks. Cheap to [`Clone`]: an `Arc` inside, and
@@ -50,27 +49,14 @@ use crate::{LockError, LockOptions};
 /// ```
 #[derive(Clone)]
 pub struct LockManager {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    nodes: Nodes,
-    /// Waiter queue and wake-ups; single node only.
-    handoff: Option<Arc<Handoff>>,
-    key_prefix: String,
-    default_options: LockOptions,
-    fencing_counter: FencingCounter,
-    /// Where releases of dropped guards are spawned when the dropping thread has no runtime,
-    /// and where the watchdog runs.
-    runtime: Handle,
-    watchdog: Arc<Watchdog>,
+    shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for LockManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockManager")
-            .field("key_prefix", &self.inner.key_prefix)
-            .field("default_options", &self.inner.default_options)
+            .field("key_prefix", &self.shared.key_prefix)
+            .field("default_options", &self.shared.default_options)
             .finish_non_exhaustive()
     }
 }
@@ -85,23 +71,9 @@ enum Attempt {
 }
 
 impl LockManager {
-    pub(crate) fn new(
-        nodes: Nodes,
-        handoff: Option<Arc<Handoff>>,
-        key_prefix: String,
-        default_options: LockOptions,
-        fencing_counter: FencingCounter,
-    ) -> Self {
+    pub(crate) fn new(shared: Shared) -> Self {
         LockManager {
-            inner: Arc::new(Inner {
-                nodes,
-                handoff,
-                key_prefix,
-                default_options,
-                fencing_counter,
-                runtime: Handle::current(),
-                watchdog: Arc::default(),
-            }),
+            shared: Arc::new(shared),
         }
     }
 
@@ -122,12 +94,12 @@ impl LockManager {
 
     /// The prefix put before every key, e.g. `"lock:"`.
     pub fn key_prefix(&self) -> &str {
-        &self.inner.key_prefix
+        &self.shared.key_prefix
     }
 
     /// The options used by `#[distributed_lock]` for what the attribute does not set.
     pub fn default_options(&self) -> &LockOptions {
-        &self.inner.default_options
+        &self.shared.default_options
     }
 
     /// Acquires the lock on `key` (the manager's prefix is put in front), waiting until
@@ -171,21 +143,26 @@ impl LockManager {
         // On one node the waiter queue knows a waiter by its token, so one token serves the
         // whole call; Redlock draws one per attempt, so that a late cleanup of a failed attempt
         // can never touch a later attempt's lock.
-        let call_token = self.inner.handoff.as_ref().map(|_| new_token());
+        let handoff = self.shared.backend.handoff();
+        let call_token = handoff.map(|_| new_token());
         // Register for wake-ups before the first attempt: the attempt that finds the key held
         // queues this waiter, so no release can slip between that check and the wait.
-        let waiter = match (&self.inner.handoff, &call_token) {
+        let waiter = match (handoff, &call_token) {
             (Some(handoff), Some(token))
                 if opts.handoff_enabled() && !opts.wait_budget().is_zero() =>
             {
-                Some(handoff.register(self, &key, token, opts.ttl()))
+                let withdraw = {
+                    let backend = self.shared.backend.clone();
+                    let (key, token, ttl) = (key.clone(), token.clone(), opts.ttl());
+                    // Unless it acquired, a waiter that goes takes its queue entry (and a lock
+                    // just handed to it) back.
+                    move || backend.spawn_release(key, token, ttl)
+                };
+                Some(handoff.register(token, withdraw))
             }
             _ => None,
         };
-        let wake_channel = waiter
-            .as_ref()
-            .and(self.inner.handoff.as_deref())
-            .map(Handoff::channel);
+        let wake_channel = waiter.as_ref().and(handoff).map(|h| Handoff::channel(h));
         loop {
             let token = call_token.clone().unwrap_or_else(new_token);
             let give_up_at = started + opts.wait_budget();
@@ -250,13 +227,14 @@ impl LockManager {
         }
     }
 
-    fn checked_key(&self, key: &str, opts: &LockOptions) -> Result<String, LockError> {
-        let key = full_key(&self.inner.key_prefix, key)?;
+    pub(crate) fn checked_key(&self, key: &str, opts: &LockOptions) -> Result<String, LockError> {
+        let key = full_key(&self.shared.key_prefix, key)?;
         opts.validate()?;
+        self.shared.backend.check_ttl(opts.ttl())?;
         Ok(key)
     }
 
-    /// One acquire round. Cancel-safe: see [`PendingAcquire`].
+    /// One acquire round. Cancel-safe: see [`Backend::attempt`](crate::backend::Backend).
     async fn attempt(
         &self,
         key: &str,
@@ -267,97 +245,45 @@ impl LockManager {
     ) -> Result<Attempt, LockError> {
         let attempt_start = Instant::now();
         let ttl = opts.ttl();
-        let pending = PendingAcquire::new(self, key, &token, ttl);
-        let counter = fencing::counter_key(&self.inner.key_prefix, key, self.inner.fencing_counter);
-        let vote = self
-            .inner
-            .nodes
-            .acquire(key, &counter, &token, ttl, wake_channel)
-            .await;
-        let redlock_expired =
-            self.inner.nodes.len() > 1 && attempt_start.elapsed() >= validity(ttl);
-        match vote {
-            Ok(Vote::Won { fencing_token }) if !redlock_expired => {
-                pending.disarm();
+        let counter_key =
+            fencing::counter_key(&self.shared.key_prefix, key, self.shared.fencing_counter);
+        let request = AttemptRequest {
+            key,
+            counter_key: &counter_key,
+            token: &token,
+            ttl,
+            wake_channel,
+            give_up_at,
+        };
+        match self.shared.backend.attempt(&request, attempt_start).await? {
+            Vote::Won { fencing_token } => {
                 let lease = Lease::new(key.to_owned(), token, fencing_token, ttl, attempt_start);
-                Ok(Attempt::Acquired(LockGuard::new(self.clone(), lease, opts)))
+                Ok(Attempt::Acquired(LockGuard::new(
+                    Arc::clone(&self.shared),
+                    lease,
+                    opts,
+                )))
             }
-            Ok(vote) => {
-                let holder_ttl = match vote {
-                    Vote::Lost { holder_ttl } => holder_ttl,
-                    Vote::Won { .. } => None,
-                };
-                pending.disarm();
-                if let Some(node_timeout) = self.inner.nodes.node_timeout(ttl) {
-                    // Some nodes may hold this attempt's token: take it back from all of them.
-                    // Wait at most one node timeout, and never past the wait budget; a node
-                    // still silent then gets the release in the background (it runs after this
-                    // attempt's `SET`: same connection).
-                    let limit = give_up_at.map_or(node_timeout, |at| {
-                        node_timeout.min(at.saturating_duration_since(Instant::now()))
-                    });
-                    let cleanup = self.inner.nodes.release(key, &token, ttl);
-                    if tokio::time::timeout(limit, cleanup).await.is_err() {
-                        self.spawn_release(key.to_owned(), token, ttl);
-                    }
-                }
-                Ok(Attempt::Held { holder_ttl })
-            }
-            Err(err) if self.inner.nodes.len() > 1 => {
-                // Redlock: some nodes may hold the token; clean up without waiting on the
-                // unreachable ones.
-                pending.disarm();
-                self.spawn_release(key.to_owned(), token, ttl);
-                Err(err)
-            }
-            Err(err) => {
-                // The SET may have been applied even though its reply was lost.
-                if let Err(cleanup) = self.inner.nodes.release(key, &token, ttl).await {
-                    tracing::warn!(key, error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
-                    self.spawn_release(key.to_owned(), token.clone(), ttl);
-                }
-                pending.disarm();
-                Err(err)
-            }
+            Vote::Lost { holder_ttl } => Ok(Attempt::Held { holder_ttl }),
         }
     }
 
     /// How many leases of this manager the watchdog is renewing right now. Returns to zero once
     /// every watchdog guard is released, dropped or lost.
     pub fn live_renewals(&self) -> usize {
-        self.inner.watchdog.live()
-    }
-
-    /// Starts the watchdog's renewal of `lease`.
-    pub(crate) fn watch(&self, lease: Arc<Lease>, max_hold: Option<Duration>) -> Registration {
-        self.inner
-            .watchdog
-            .register(lease, max_hold, &self.inner.nodes, &self.inner.runtime)
-    }
-
-    /// The nodes this manager locks on.
-    pub(crate) fn nodes(&self) -> &Nodes {
-        &self.inner.nodes
-    }
-
-    /// Spawns a bounded background compare-and-delete of `token` on `key`: on the current
-    /// runtime if there is one, otherwise on the runtime the manager was built on. If neither
-    /// accepts the task, the key is left to its TTL.
-    pub(crate) fn spawn_release(&self, key: String, token: String, ttl: Duration) {
-        let handle = Handle::try_current().unwrap_or_else(|_| self.inner.runtime.clone());
-        let manager = self.clone();
-        // A runtime that has shut down drops the task unrun; the notice says so when dropped.
-        let notice = crate::release::LeftToTtl::new(key.clone());
-        handle.spawn(async move {
-            crate::release::release_with_retries(manager, key, token, ttl).await;
-            notice.disarm();
-        });
+        self.shared.watchdog.live()
     }
 
     /// `true` when `other` is a clone of this manager (one shared state). Used by the
     /// attribute's reentrancy check.
     pub(crate) fn same_as(&self, other: &LockManager) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Every node, for data that lives beside the locks (idempotency records).
+    #[cfg(feature = "idempotency")]
+    pub(crate) fn data_nodes(&self) -> Vec<crate::node::Node> {
+        self.shared.backend.nodes()
     }
 }
 

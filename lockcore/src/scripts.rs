@@ -7,6 +7,20 @@
 use once_cell::sync::Lazy;
 use redis::Script;
 
+/// A script whose body may call `value_of(key)`: the key's string value, `false` when the key
+/// is missing, and `''` (never a token) when the key holds another type. A plain `GET` raises
+/// `WRONGTYPE` there, which aborts the whole script: one foreign value would fail every key
+/// of a renewal batch, and a release would report a Redis error instead of `Lost`.
+fn with_value_of(body: &str) -> Script {
+    const VALUE_OF: &str = "
+local function value_of(key)
+  local value = redis.pcall('GET', key)
+  if type(value) == 'table' then return '' end
+  return value
+end";
+    Script::new(&format!("{VALUE_OF}{body}"))
+}
+
 /// Acquire: `SET key token NX PX ttl`, and on success mint the fencing token in the same script.
 ///
 /// - `KEYS[1]` lock key, `KEYS[2]` fencing counter key
@@ -39,13 +53,13 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// live is queued ahead. Returns `{1, fencing_token}` when acquired, otherwise
 /// `{0, pttl_ms}` (`0`: the key is free but a waiter ahead has the turn).
 pub(crate) static ACQUIRE_QUEUED: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+    with_value_of(
         r"
 local queued = redis.call('EXISTS', KEYS[3]) == 1
 if not queued and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, redis.call('INCR', KEYS[2])}
 end
-local holder = redis.call('GET', KEYS[1])
+local holder = value_of(KEYS[1])
 if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if queued then
@@ -97,20 +111,22 @@ return {0, 0}
 ///   most the waiter's TTL) until the woken waiter claims it with its full TTL, so a waiter that
 ///   died while queued holds the others up for at most this long
 ///
-/// Returns 1 when the key held the token and was deleted, 0 otherwise.
+/// Returns 1 when the key held the token and was deleted, 0 when the key was missing, -1 when
+/// it holds another value (another holder's token, or another type).
 pub(crate) static RELEASE_HANDOFF: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+    with_value_of(
         r"
+local holder = value_of(KEYS[1])
 if redis.call('EXISTS', KEYS[2]) == 0 then
-  if redis.call('GET', KEYS[1]) == ARGV[1] then
+  if holder == ARGV[1] then
     return redis.call('DEL', KEYS[1])
   end
-  return 0
+  return holder and -1 or 0
 end
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
+if holder ~= ARGV[1] then
+  return holder and -1 or 0
 end
 redis.call('DEL', KEYS[1])
 local t = redis.call('TIME')
@@ -141,9 +157,9 @@ return 1
 /// Returns 1 when the key held the token and was deleted, 0 otherwise (expired, deleted, or
 /// another holder's token): a stale holder never deletes another holder's key.
 pub(crate) static RELEASE: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+    with_value_of(
         r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if value_of(KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -159,11 +175,11 @@ return 0
 /// Returns one entry per key: 1 when the key held the token and its TTL was set, 0 otherwise.
 /// On Redis Cluster all keys of one call must share a slot (one key per call always does).
 pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+    with_value_of(
         r"
 local renewed = {}
 for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[2 * i - 1] then
+  if value_of(KEYS[i]) == ARGV[2 * i - 1] then
     renewed[i] = redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
   else
     renewed[i] = 0
@@ -174,11 +190,69 @@ return renewed
     )
 });
 
+/// Redlock: raises a node's fencing counter to at least a token minted on another node.
+///
+/// - `KEYS[1]` fencing counter key; `ARGV[1]` the fencing token
+///
+/// Returns 1. Never lowers the counter.
+pub(crate) static RAISE_COUNTER: Lazy<Script> = Lazy::new(|| {
+    Script::new(
+        r"
+local current = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if current < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1
+",
+    )
+});
+
 /// Loads every script into the node's script cache (`SCRIPT LOAD`), so that the first burst of
 /// acquires does not each meet `NOSCRIPT` and load the script again.
-pub(crate) async fn preload(conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
+pub(crate) async fn preload_on(conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
     for script in [&*ACQUIRE_QUEUED, &*RELEASE_HANDOFF, &*RENEW] {
         script.load_async(conn).await?;
     }
     Ok(())
+}
+
+/// The commands each script runs, for an ACL refusal inside it: Redis reports only "the user
+/// executing the script can't run this command", without naming the command.
+fn commands_of(script: &Script) -> &'static str {
+    let hash = script.get_hash();
+    let table: [(&Lazy<Script>, &'static str); 6] = [
+        (&ACQUIRE, "SET, INCR, PTTL"),
+        (
+            &ACQUIRE_QUEUED,
+            "EXISTS, SET, INCR, GET, PEXPIRE, PTTL, TIME, LINDEX, LPOP, LREM, RPUSH, HGET, HSET, HDEL",
+        ),
+        (
+            &RELEASE_HANDOFF,
+            "GET, EXISTS, DEL, SET, TIME, LPOP, LREM, HGET, HDEL, PUBLISH",
+        ),
+        (&RELEASE, "GET, DEL"),
+        (&RENEW, "GET, PEXPIRE"),
+        (&RAISE_COUNTER, "GET, SET"),
+    ];
+    table
+        .iter()
+        .find(|(known, _)| known.get_hash() == hash)
+        .map_or("", |(_, commands)| commands)
+}
+
+/// `error` from invoking `script`, with the script's commands named when the ACL refused one
+/// of them (see the README's ACL rule).
+pub(crate) fn explain(script: &Script, error: redis::RedisError) -> redis::RedisError {
+    let text = error.to_string();
+    if !text.contains("can't run this command") {
+        return error;
+    }
+    redis::RedisError::from((
+        redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
+        "NOPERM: the ACL user may not run a command of a lockcore script",
+        format!(
+            "the script runs {}; grant them as in lockcore's README (\"ACL\"). Redis said: {text}",
+            commands_of(script)
+        ),
+    ))
 }

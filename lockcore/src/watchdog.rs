@@ -11,9 +11,16 @@
 //! - Releasing or dropping the guard unregisters it at once (a short `std` mutex section; it
 //!   never waits on the network). A renewal already on the wire cannot re-create or extend
 //!   another holder's key, because it compares the token.
-//! - A token mismatch or a missing key marks the lease lost. A Redis error is retried every
-//!   `min(ttl/10, 100 ms)` until the lease's deadline; a lease whose deadline passes without a
-//!   renewal is marked lost and never renewed again.
+//! - A token mismatch, a missing key or a key of another type marks the lease lost (only that
+//!   lease: the others of its batch are renewed). A Redis error (a timeout, or a fast refusal
+//!   such as `NOPERM`, `READONLY`, `BUSY`, `LOADING`, `MASTERDOWN`) is retried every
+//!   `min(ttl/10, 100 ms)` until the lease's deadline, and logged once when a lease starts
+//!   failing and once when it recovers; a lease whose deadline passes without a renewal is
+//!   marked lost and never renewed again.
+//! - A renewal and an [`extend`](crate::LockGuard::extend) of the same lease never overlap:
+//!   each holds the lease's write lock while its command is in flight, and a lease whose
+//!   extend is in flight waits for the next round. The deadline a reply records is computed
+//!   from the TTL that reply's own command set.
 //! - The scheduler is a tokio task spawned, when the first lease is registered, on the runtime
 //!   the manager was built on; it ends when no lease is registered. A body that blocks that
 //!   runtime (for example `std::thread::sleep` on a current-thread runtime) starves the
@@ -24,13 +31,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::LockError;
-use crate::lease::{Lease, LeaseStatus};
-use crate::redlock::Nodes;
+use crate::backend::Backend;
+use crate::defer::OnDrop;
+use crate::lease::{Lease, LeaseStatus, WriteLock};
 
 /// The most keys renewed by one script call.
 pub(crate) const MAX_BATCH: usize = 512;
@@ -57,6 +64,8 @@ struct Entry {
     lease: Arc<Lease>,
     /// After a failed renewal: when to try again (otherwise the lease's own renewal time).
     retry_at: Option<Instant>,
+    /// The last renewal of this lease failed (a warning was logged for it).
+    failing: bool,
     /// Stop renewing (and report the lease lost) after this instant, from `max_hold`.
     hold_until: Option<Instant>,
 }
@@ -105,8 +114,7 @@ impl Watchdog {
         self: &Arc<Self>,
         lease: Arc<Lease>,
         max_hold: Option<Duration>,
-        nodes: &Nodes,
-        runtime: &Handle,
+        backend: &Backend,
     ) -> Registration {
         let hold_until = max_hold.and_then(|d| lease.acquired_at.checked_add(d));
         let (id, start) = {
@@ -118,6 +126,7 @@ impl Watchdog {
                 Entry {
                     lease,
                     retry_at: None,
+                    failing: false,
                     hold_until,
                 },
             );
@@ -129,13 +138,20 @@ impl Watchdog {
             (id, start)
         };
         if let Some(generation) = start {
-            // The caller's runtime if it has one: the manager's own may have shut down.
-            let runtime = Handle::try_current().unwrap_or_else(|_| runtime.clone());
-            let running = Running {
-                watchdog: Arc::clone(self),
-                generation,
+            // Marks the scheduler stopped when its task ends, also when a runtime that shut
+            // down drops the task unpolled (the mark is moved into the task), so that the next
+            // registration starts a new scheduler. A stale scheduler's exit never clears a
+            // newer one's `running`.
+            let running = {
+                let dog = Arc::clone(self);
+                OnDrop::new(move || {
+                    let mut registry = dog.lock();
+                    if registry.generation == generation {
+                        registry.running = false;
+                    }
+                })
             };
-            runtime.spawn(run(running, nodes.clone()));
+            backend.spawn(run(running, Arc::clone(self), backend.clone()));
         } else {
             self.wake.notify_one();
         }
@@ -178,69 +194,93 @@ impl Watchdog {
         }
         let mut batch = Vec::new();
         let mut wake_at: Option<Instant> = None;
+        let mut wake_by = |at: Instant| wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
         for (id, entry) in &registry.entries {
             let lease = &entry.lease;
-            let due = entry.retry_at.unwrap_or_else(|| lease.renewal_due());
-            // Renewals due within the next ttl/6 join this batch.
-            if due <= now + lease.ttl() / 6 && batch.len() < MAX_BATCH {
-                batch.push((*id, Arc::clone(lease)));
+            let ttl = lease.ttl();
+            // A retry is due at its own time; regular renewals due within the next ttl/6 join
+            // this batch.
+            let (due, ready) = match entry.retry_at {
+                Some(at) => (at, at <= now),
+                None => {
+                    let due = lease.renewal_due();
+                    (due, due <= now + ttl / 6)
+                }
+            };
+            if ready && batch.len() < MAX_BATCH {
+                match lease.try_write_lock() {
+                    Some(write) => batch.push(Renewal {
+                        id: *id,
+                        lease: Arc::clone(lease),
+                        ttl,
+                        write,
+                    }),
+                    // An extend is in flight; it wakes the scheduler when done. Look again
+                    // soon in case its future was dropped.
+                    None => wake_by(now + retry_interval(ttl)),
+                }
             } else {
                 let mut at = due.min(lease.deadline());
                 if let Some(until) = entry.hold_until {
                     at = at.min(until);
                 }
-                wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
+                wake_by(at);
             }
         }
         Some(Plan { batch, wake_at })
     }
 
     /// Records the results of a batch sent at `start`.
-    fn settle_batch(
-        &self,
-        start: Instant,
-        batch: &[(u64, Arc<Lease>)],
-        reply: Result<Vec<bool>, LockError>,
-    ) {
+    fn settle_batch(&self, start: Instant, batch: &[Renewal], reply: Result<Vec<bool>, LockError>) {
         let mut registry = self.lock();
         match reply {
             Ok(renewed) => {
-                for ((id, lease), ok) in batch.iter().zip(renewed) {
+                for (renewal, ok) in batch.iter().zip(renewed) {
+                    let lease = &renewal.lease;
                     // A lease released (unregistered) while the batch was in flight is not
                     // ours to judge: its release may have deleted the key first.
-                    let Some(entry) = registry.entries.get_mut(id) else {
+                    let Some(entry) = registry.entries.get_mut(&renewal.id) else {
                         continue;
                     };
                     if lease.status() != LeaseStatus::Held {
                         continue;
                     }
                     if ok && Instant::now() < lease.deadline() {
-                        lease.renewed(start, lease.ttl());
+                        lease.renewed(&renewal.write, start, renewal.ttl);
                         entry.retry_at = None;
-                    } else if ok {
+                        if std::mem::take(&mut entry.failing) {
+                            tracing::info!(key = lease.key, "watchdog renewal works again");
+                        }
+                        continue;
+                    }
+                    if ok {
                         // Renewed, but only after the lease's validity ran out (Redlock: the
                         // quorum may not have been intact all along). Not ours any more.
                         tracing::warn!(
                             key = lease.key,
                             "watchdog renewal completed after the lease's deadline; lock lost"
                         );
-                        lease.settle(LeaseStatus::Lost);
-                        registry.entries.remove(id);
                     } else {
                         tracing::warn!(
                             key = lease.key,
-                            "watchdog found the key expired or held by another token; lock lost"
+                            "watchdog found the key expired, of another type or held by another token; lock lost"
                         );
-                        lease.settle(LeaseStatus::Lost);
-                        registry.entries.remove(id);
                     }
+                    lease.settle(LeaseStatus::Lost);
+                    registry.entries.remove(&renewal.id);
                 }
             }
             Err(err) => {
-                tracing::warn!(error = %err, keys = batch.len(), "watchdog renewal failed; retrying within the leases' validity");
-                for (id, lease) in batch {
-                    if let Some(entry) = registry.entries.get_mut(id) {
-                        entry.retry_at = Some(Instant::now() + retry_interval(lease.ttl()));
+                let retry_at = |ttl| Instant::now() + retry_interval(ttl);
+                for renewal in batch {
+                    let Some(entry) = registry.entries.get_mut(&renewal.id) else {
+                        continue;
+                    };
+                    entry.retry_at = Some(retry_at(renewal.ttl));
+                    if !std::mem::replace(&mut entry.failing, true) {
+                        tracing::warn!(key = renewal.lease.key, error = %err, "watchdog renewal failed; retrying every min(ttl/10, 100 ms) until the lease's deadline");
+                    } else {
+                        tracing::debug!(key = renewal.lease.key, error = %err, "watchdog renewal failed again");
                     }
                 }
             }
@@ -248,32 +288,24 @@ impl Watchdog {
     }
 }
 
+/// One lease in a renewal batch, with the right to set its TTL until the batch is settled.
+struct Renewal {
+    id: u64,
+    lease: Arc<Lease>,
+    /// The TTL this renewal sends.
+    ttl: Duration,
+    write: WriteLock,
+}
+
 struct Plan {
-    batch: Vec<(u64, Arc<Lease>)>,
+    batch: Vec<Renewal>,
     wake_at: Option<Instant>,
-}
-
-/// Marks the scheduler stopped when its task ends, also when a runtime that shut down drops
-/// the task (even unpolled: it is moved into the task), so that the next registration starts
-/// a new scheduler.
-struct Running {
-    watchdog: Arc<Watchdog>,
-    generation: u64,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let mut registry = self.watchdog.lock();
-        if registry.generation == self.generation {
-            registry.running = false;
-        }
-    }
 }
 
 /// The scheduler loop. Ends when nothing is registered (every registered lease keeps its
 /// manager, and so this watchdog, alive).
-async fn run(running: Running, nodes: Nodes) {
-    let dog = &running.watchdog;
+async fn run(_running: OnDrop<impl FnOnce()>, dog: Arc<Watchdog>, backend: Backend) {
+    let dog = &dog;
     loop {
         let Some(plan) = dog.plan(Instant::now()) else {
             return;
@@ -291,9 +323,12 @@ async fn run(running: Running, nodes: Nodes) {
         let leases: Vec<(&str, &str, Duration)> = plan
             .batch
             .iter()
-            .map(|(_, lease)| (lease.key.as_str(), lease.token.as_str(), lease.ttl()))
+            .map(|renewal| {
+                let lease = &renewal.lease;
+                (lease.key.as_str(), lease.token.as_str(), renewal.ttl)
+            })
             .collect();
-        let reply = nodes.renew(&leases).await;
+        let reply = backend.renew(&leases).await;
         dog.settle_batch(start, &plan.batch, reply);
     }
 }

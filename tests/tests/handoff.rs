@@ -25,7 +25,7 @@ use tokio::time::{Instant, sleep};
 
 const QUEUE_PATTERN: &str = "*__waitq__*";
 const ENTRIES_PATTERN: &str = "*__waiters__*";
-const CHANNEL_PATTERN: &str = "lockcore:wake:*";
+const CHANNEL_PATTERN: &str = "lock:__wake__:*";
 /// Step of every bounded poll of Redis state.
 const POLL: Duration = Duration::from_millis(1);
 /// Bound of every poll that waits for a waiter to show up in Redis.
@@ -814,7 +814,7 @@ async fn dead_waiter_planted_entry_delays_others_less_than_a_second() {
     let (queue, entries) = wait_queue_len(&mut raw, 1).await;
     let fake = "00000000-dead-4000-8000-000000000000";
     let expires = (server_now_ms(&mut raw).await + 600).to_string();
-    let entry = format!("{expires}|30000|lockcore:wake:nobody-listens");
+    let entry = format!("{expires}|30000|lock:__wake__:nobody-listens");
     let _: i64 = query(&mut raw, &["HSET", &entries, fake, &entry]).await;
     let _: i64 = query(&mut raw, &["LPUSH", &queue, fake]).await;
     assert_eq!(lrange(&mut raw, &queue).await[0], fake, "planted ahead");
@@ -1226,7 +1226,7 @@ async fn mixed_modes_polling_acquirer_does_not_barge() {
     // Twin 2: only an expired entry queued: it is skipped (and dropped from the queue).
     let stale = "00000000-0000-4000-8000-0000000stale";
     let expired = (server_now_ms(&mut raw).await - 1).to_string();
-    let entry = format!("{expired}|30000|lockcore:wake:nobody-listens");
+    let entry = format!("{expired}|30000|lock:__wake__:nobody-listens");
     let _: i64 = query(&mut raw, &["HSET", &entries, stale, &entry]).await;
     let _: i64 = query(&mut raw, &["RPUSH", &queue, stale]).await;
     let _: i64 = query(&mut raw, &["PEXPIRE", &queue, "5000"]).await;

@@ -1,0 +1,299 @@
+//! [`Backend`]: the one place that knows whether a manager locks on a single node or on a
+//! Redlock quorum. It owns the connections, the scripts' error mapping, the clean-up policy of
+//! a failed attempt and the background releases; the manager, guards, waiters and the watchdog
+//! only call it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+
+use crate::LockError;
+use crate::defer::OnDrop;
+use crate::handoff::Handoff;
+use crate::lease::validity;
+use crate::redlock::Redlock;
+use crate::single::Single;
+use crate::vote::{Released, Vote};
+
+/// Where the locks live, and the runtime that background work falls back to. Cheap to clone
+/// (connections and the hand-off state are shared).
+#[derive(Clone)]
+pub(crate) struct Backend {
+    kind: Kind,
+    runtime: Handle,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Single(Single),
+    Redlock(Redlock),
+}
+
+/// The request of one acquire attempt.
+pub(crate) struct AttemptRequest<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) counter_key: &'a str,
+    pub(crate) token: &'a str,
+    pub(crate) ttl: Duration,
+    /// Queue for hand-off and be woken on this channel (single node).
+    pub(crate) wake_channel: Option<&'a str>,
+    /// The caller's wait budget ends here; clean-up never waits past it.
+    pub(crate) give_up_at: Option<Instant>,
+}
+
+impl Backend {
+    /// One node.
+    pub(crate) fn single(single: Single, runtime: Handle) -> Self {
+        Backend {
+            kind: Kind::Single(single),
+            runtime,
+        }
+    }
+
+    /// Redlock over several nodes.
+    pub(crate) fn redlock(redlock: Redlock, runtime: Handle) -> Self {
+        Backend {
+            kind: Kind::Redlock(redlock),
+            runtime,
+        }
+    }
+
+    /// The hand-off queue's wake-ups; single node only.
+    pub(crate) fn handoff(&self) -> Option<&Arc<Handoff>> {
+        match &self.kind {
+            Kind::Single(single) => Some(single.handoff()),
+            Kind::Redlock(_) => None,
+        }
+    }
+
+    /// Rejects a `ttl` this backend cannot honour, before any network call.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOptions`] under Redlock when the validity (ttl minus the drift
+    /// allowance) does not exceed the node timeout.
+    pub(crate) fn check_ttl(&self, ttl: Duration) -> Result<(), LockError> {
+        let Kind::Redlock(redlock) = &self.kind else {
+            return Ok(());
+        };
+        let node_timeout = redlock.node_timeout(ttl);
+        if validity(ttl) > node_timeout {
+            return Ok(());
+        }
+        Err(LockError::InvalidOptions {
+            reason: format!(
+                "ttl is {ttl:?}; Redlock needs the validity (ttl minus the drift allowance of 1 % + 2 ms, here {:?}) to exceed the node timeout ({node_timeout:?})",
+                validity(ttl),
+            ),
+        })
+    }
+
+    /// One acquire attempt, started at `attempt_start`. Cancel-safe: dropped while a request
+    /// is in flight, it spawns a compare-and-delete of the token (the `SET` may have landed).
+    ///
+    /// # Errors
+    /// One node: [`LockError::Redis`] at any failure, or [`LockError::NotReplicated`], after a
+    /// compare-and-delete of the token (retried in the background if that fails too). Redlock:
+    /// [`LockError::QuorumUnreachable`], with the token released on all nodes in the
+    /// background.
+    pub(crate) async fn attempt(
+        &self,
+        request: &AttemptRequest<'_>,
+        attempt_start: Instant,
+    ) -> Result<Vote, LockError> {
+        let AttemptRequest {
+            key,
+            counter_key,
+            token,
+            ttl,
+            wake_channel,
+            give_up_at,
+        } = *request;
+        let in_flight = OnDrop::new(|| {
+            tracing::debug!(key, "acquire dropped in flight; releasing its token");
+            self.spawn_release(key.to_owned(), token.to_owned(), ttl);
+        });
+        match &self.kind {
+            Kind::Single(single) => {
+                let vote = single
+                    .acquire(key, counter_key, token, ttl, wake_channel)
+                    .await;
+                let vote = match vote {
+                    Ok(vote) => Ok(vote),
+                    Err(err) => {
+                        // The SET may have been applied even though its reply was lost.
+                        if let Err(cleanup) = single.release(key, token).await {
+                            tracing::warn!(key, error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
+                            self.spawn_release(key.to_owned(), token.to_owned(), ttl);
+                        }
+                        Err(err)
+                    }
+                };
+                in_flight.disarm();
+                vote
+            }
+            Kind::Redlock(redlock) => {
+                let vote = redlock.acquire(key, counter_key, token, ttl).await;
+                in_flight.disarm();
+                let node_timeout = redlock.node_timeout(ttl);
+                // A win counts only with at least one node timeout of validity left, the
+                // margin that keeps fencing tokens increasing (`Redlock::raise_counters`).
+                let expired = attempt_start.elapsed() + node_timeout >= validity(ttl);
+                match vote {
+                    Ok(won @ Vote::Won { .. }) if !expired => Ok(won),
+                    Ok(vote) => {
+                        // Some nodes may hold this attempt's token: take it back from all of
+                        // them. Wait at most one node timeout, and never past the wait budget;
+                        // a node still silent then gets the release in the background (it runs
+                        // after this attempt's `SET`: same connection).
+                        let limit = give_up_at.map_or(node_timeout, |at| {
+                            node_timeout.min(at.saturating_duration_since(Instant::now()))
+                        });
+                        let cleanup = redlock.release(key, token, ttl);
+                        if tokio::time::timeout(limit, cleanup).await.is_err() {
+                            self.spawn_release(key.to_owned(), token.to_owned(), ttl);
+                        }
+                        Ok(match vote {
+                            Vote::Lost { holder_ttl } => Vote::Lost { holder_ttl },
+                            Vote::Won { .. } => Vote::Lost { holder_ttl: None },
+                        })
+                    }
+                    Err(err) => {
+                        // Some nodes may hold the token; clean up without waiting on the
+                        // unreachable ones.
+                        self.spawn_release(key.to_owned(), token.to_owned(), ttl);
+                        Err(err)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Compare-and-delete of `token` (one node: with hand-off to the first live waiter, which
+    /// also withdraws `token` from the waiter queue). Redlock reports
+    /// [`Released::HeldByOther`] when no quorum deleted it.
+    ///
+    /// # Errors
+    /// One node: [`LockError::Redis`]. Redlock: [`LockError::QuorumUnreachable`] when fewer
+    /// than a quorum of nodes answered.
+    pub(crate) async fn release(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<Released, LockError> {
+        match &self.kind {
+            Kind::Single(single) => Ok(single.release(key, token).await?),
+            Kind::Redlock(redlock) => Ok(if redlock.release(key, token, ttl).await? {
+                Released::Deleted
+            } else {
+                Released::HeldByOther
+            }),
+        }
+    }
+
+    /// Whether a command may run twice (see [`Single::may_resend`]).
+    pub(crate) fn may_resend(&self) -> bool {
+        match &self.kind {
+            Kind::Single(single) => single.may_resend(),
+            Kind::Redlock(_) => false,
+        }
+    }
+
+    /// Compare-and-`PEXPIRE` of every `(key, token, ttl)`, in one script call per node. Entry
+    /// `i` is `true` when lease `i` was renewed (Redlock: on a quorum).
+    ///
+    /// # Errors
+    /// As [`release`](Self::release).
+    pub(crate) async fn renew(
+        &self,
+        leases: &[(&str, &str, Duration)],
+    ) -> Result<Vec<bool>, LockError> {
+        match &self.kind {
+            Kind::Single(single) => single.renew(leases).await,
+            Kind::Redlock(redlock) => redlock.renew(leases).await,
+        }
+    }
+
+    /// An extend of one lease: [`renew`](Self::renew), followed on one node by `WAIT` when
+    /// the manager waits for replicas. `Ok(true)` when it was renewed.
+    ///
+    /// # Errors
+    /// As [`renew`](Self::renew), and [`LockError::NotReplicated`].
+    pub(crate) async fn extend(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<bool, LockError> {
+        match &self.kind {
+            Kind::Single(single) => single.extend(key, token, ttl).await,
+            Kind::Redlock(redlock) => {
+                Ok(redlock.renew(&[(key, token, ttl)]).await?.first() == Some(&true))
+            }
+        }
+    }
+
+    /// Spawns `task` by the crate's one policy (see `spawn`).
+    pub(crate) fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        crate::spawn::background(&self.runtime, task);
+    }
+
+    /// Spawns a bounded background compare-and-delete of `token` on `key`. If no runtime runs
+    /// it, the key is left to its TTL, and that is logged.
+    pub(crate) fn spawn_release(&self, key: String, token: String, ttl: Duration) {
+        let backend = self.clone();
+        let left_to_ttl = {
+            let key = key.clone();
+            OnDrop::new(move || {
+                tracing::warn!(
+                    key,
+                    "no runtime could run the release; the key expires with its TTL"
+                );
+            })
+        };
+        self.spawn(async move {
+            backend.release_with_retries(&key, &token, ttl).await;
+            left_to_ttl.disarm();
+        });
+    }
+
+    /// Compare-and-delete with retries, for background use. Gives up once `ttl` has passed
+    /// (the key has expired by then) or after 16 attempts, whichever comes first.
+    async fn release_with_retries(&self, key: &str, token: &str, ttl: Duration) {
+        let give_up_at = Instant::now() + ttl;
+        let mut delay = Duration::from_millis(10);
+        for _ in 0..16 {
+            match self.release(key, token, ttl).await {
+                Ok(_) => return,
+                Err(err) => {
+                    tracing::debug!(key, error = %err, "background release failed; retrying");
+                }
+            }
+            if Instant::now() + delay >= give_up_at {
+                break;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+        }
+        tracing::warn!(
+            key,
+            "background release gave up; the key expires with its TTL"
+        );
+    }
+}
+
+impl Backend {
+    /// Every node, for data that lives beside the locks (idempotency records).
+    #[cfg(feature = "idempotency")]
+    pub(crate) fn nodes(&self) -> Vec<crate::node::Node> {
+        match &self.kind {
+            Kind::Single(single) => vec![single.node().clone()],
+            Kind::Redlock(redlock) => redlock.nodes().to_vec(),
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! [`Shared`]: what a manager shares with its guards, waiters and watchdog.
+
+use std::sync::Arc;
+
+use crate::backend::Backend;
+use crate::fencing::FencingCounter;
+use crate::options::LockOptions;
+use crate::watchdog::Watchdog;
+
+/// The state behind a [`LockManager`](crate::LockManager). Guards hold it (not the manager), so
+/// the public handle and the internals never call each other in a circle.
+pub(crate) struct Shared {
+    pub(crate) backend: Backend,
+    pub(crate) key_prefix: String,
+    pub(crate) default_options: LockOptions,
+    pub(crate) fencing_counter: FencingCounter,
+    pub(crate) watchdog: Arc<Watchdog>,
+}

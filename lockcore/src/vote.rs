@@ -1,0 +1,44 @@
+//! [`Vote`] and [`Released`]: the outcomes of an acquire round and of a release, on one node
+//! or a Redlock quorum.
+
+use std::time::Duration;
+
+/// The outcome of one acquire round.
+#[derive(Debug)]
+pub(crate) enum Vote {
+    /// The key was set (on a quorum, for Redlock); the fencing token the round minted.
+    Won { fencing_token: u64 },
+    /// Not won; the smallest remaining TTL a holder reported, if any.
+    Lost { holder_ttl: Option<Duration> },
+}
+
+impl Vote {
+    /// The vote for one node's acquire-script reply `(1, fencing_token)` or `(0, pttl_ms)`.
+    /// A pttl of 0 (free, but a queued waiter has the turn) or -1 (no expiry) reports no TTL.
+    pub(crate) fn from_reply((won, value): (i64, i64)) -> Vote {
+        if won == 1 {
+            Vote::Won {
+                fencing_token: u64::try_from(value).unwrap_or(0),
+            }
+        } else {
+            Vote::Lost {
+                holder_ttl: u64::try_from(value)
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis),
+            }
+        }
+    }
+}
+
+/// The outcome of a compare-and-delete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The key held the token and was deleted (Redlock: on a quorum).
+    Deleted,
+    /// The key was missing: it expired, was deleted, or (a re-sent command) this release ran
+    /// already.
+    Missing,
+    /// The key holds another holder's token or another type; it was left alone.
+    HeldByOther,
+}

@@ -1,0 +1,188 @@
+//! The whole feature set as an ACL user restricted to exactly the rule the README documents
+//! (issue 10 §2), and no password in anything the library prints.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use lockcore::{LockError, LockManager, LockOptions};
+
+/// The README's minimal ACL rule for the default prefix `lock:`, after `user app on >PASSWORD`.
+const RULE: &[&str] = &[
+    "resetkeys",
+    "~lock:*",
+    "resetchannels",
+    "&lock:*",
+    "-@all",
+    "+evalsha",
+    "+eval",
+    "+script|load",
+    "+subscribe",
+    "+get",
+    "+set",
+    "+del",
+    "+incr",
+    "+pexpire",
+    "+pttl",
+    "+exists",
+    "+lrem",
+    "+hdel",
+    "+lindex",
+    "+lpop",
+    "+hget",
+    "+hset",
+    "+rpush",
+    "+time",
+    "+publish",
+];
+
+const PASSWORD: &str = "pa55-w0rd-never-shown";
+
+fn restricted_server(extra: &[&str]) -> RedisServer {
+    let password = format!(">{PASSWORD}");
+    let mut args = vec!["--user", "app", "on", password.as_str()];
+    args.extend_from_slice(RULE);
+    args.extend_from_slice(extra);
+    RedisServer::start_with_args(&args)
+}
+
+fn app_url(server: &RedisServer) -> String {
+    format!("redis://app:{PASSWORD}@127.0.0.1:{}/", server.port())
+}
+
+/// Acquire, hand-off to a queued waiter, extend, watchdog renewal, fencing and release, all as
+/// the restricted user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_rule_covers_every_feature() {
+    let server = restricted_server(&[]);
+    let url = app_url(&server);
+    let holder = LockManager::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("connect as the restricted user: {e}\n{}", server.log()));
+    let waiter = LockManager::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("connect as the restricted user: {e}"));
+    let ttl = Duration::from_millis(600);
+    let watched = LockOptions::new(ttl).wait(Duration::ZERO).watchdog(true);
+    let mut guard = holder
+        .try_acquire("acl:item", &watched)
+        .await
+        .unwrap_or_else(|e| panic!("acquire: {e}"))
+        .unwrap_or_else(|| panic!("the key is free"));
+    let first_token = guard.fencing_token();
+    assert!(guard.extend(Duration::from_secs(2)).await.is_ok(), "extend");
+    // A queued waiter (pub/sub wake-up on the prefixed channel) gets the lock on release.
+    let queued = tokio::spawn(async move {
+        let opts = LockOptions::new(Duration::from_secs(2)).wait(Duration::from_secs(5));
+        waiter.acquire("acl:item", &opts).await
+    });
+    // Two renewals' worth of time with the watchdog on (renewal every ttl/3 of 2 s).
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    assert!(
+        guard.is_held(),
+        "the watchdog renews as the restricted user"
+    );
+    assert!(guard.release().await.is_ok(), "release");
+    let second = tokio::time::timeout(Duration::from_secs(5), queued)
+        .await
+        .unwrap_or_else(|_| panic!("the queued waiter was not handed the lock"))
+        .unwrap_or_else(|e| panic!("waiter task: {e}"))
+        .unwrap_or_else(|e| panic!("waiter acquire: {e}"));
+    assert!(second.fencing_token() > first_token, "fencing tokens grow");
+    assert!(second.release().await.is_ok());
+}
+
+/// A permission the user lacks gives an error that names the command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_permission_names_the_command() {
+    let server = restricted_server(&["-pexpire"]);
+    let locks = LockManager::connect(&app_url(&server))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO);
+    let mut guard = locks
+        .try_acquire("acl:nopexpire", &opts)
+        .await
+        .unwrap_or_else(|e| panic!("acquire: {e}"))
+        .unwrap_or_else(|| panic!("the key is free"));
+    let err = guard
+        .extend(Duration::from_secs(10))
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("extend without +pexpire must fail"));
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    let text = err.to_string().to_lowercase();
+    assert!(
+        text.contains("noperm") && text.contains("pexpire"),
+        "the error names the refused command: {text}"
+    );
+}
+
+/// The twin of the rule test: a user without the channel rule cannot be woken, which is why
+/// the wake-up channel lives under the prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_channel_rule_subscribing_is_refused() {
+    let password = format!(">{PASSWORD}");
+    let mut args = vec!["--user", "app", "on", password.as_str()];
+    args.extend(RULE.iter().filter(|rule| !rule.starts_with('&')));
+    let server = RedisServer::start_with_args(&args);
+    let client = redis::Client::open(app_url(&server)).unwrap_or_else(|e| panic!("{e}"));
+    let mut pubsub = client
+        .get_async_pubsub()
+        .await
+        .unwrap_or_else(|e| panic!("pubsub connection: {e}"));
+    let refused = pubsub.subscribe("lock:__wake__:x").await;
+    assert!(
+        refused.is_err(),
+        "a channel outside the user's rule is refused"
+    );
+}
+
+/// No password in `Debug` of the builder or the manager, in errors, or in log output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_password_never_appears_in_output() {
+    let server = restricted_server(&[]);
+    let url = app_url(&server);
+    let builder = LockManager::builder().url(&url);
+    let mut shown = vec![format!("{builder:?}")];
+    let events = CapturedEvents::default();
+    let _capture = tracing::subscriber::set_default(events.clone());
+    let locks = LockManager::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"));
+    shown.push(format!("{locks:?}"));
+    // A wrong password, and a malformed URL that carries one.
+    let wrong = format!("redis://app:{PASSWORD}x@127.0.0.1:{}/", server.port());
+    if let Err(e) = LockManager::connect(&wrong).await {
+        shown.push(format!("{e} {e:?}"));
+    }
+    let malformed = format!("redis://app:{PASSWORD}@127.0.0.1:notaport/");
+    match LockManager::connect(&malformed).await {
+        Err(e) => shown.push(format!("{e} {e:?}")),
+        Ok(_) => panic!("a malformed URL must be refused"),
+    }
+    let opts = LockOptions::new(Duration::from_secs(1)).wait(Duration::ZERO);
+    if let Ok(Some(guard)) = locks.try_acquire("acl:quiet", &opts).await {
+        shown.push(format!("{guard:?}"));
+        let _ = guard.release().await;
+    }
+    for level in [
+        tracing::Level::WARN,
+        tracing::Level::INFO,
+        tracing::Level::DEBUG,
+    ] {
+        shown.extend(events.at(level));
+    }
+    for text in &shown {
+        assert!(
+            !text.contains(PASSWORD),
+            "the password leaked into output: {text}"
+        );
+    }
+    assert!(
+        shown[0].contains("app:***@"),
+        "the builder shows the user with the password masked: {}",
+        shown[0]
+    );
+}
