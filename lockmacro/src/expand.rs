@@ -277,21 +277,7 @@ fn wrapper(
             quote!(let #guard: &#krate::LockGuard = #lock_var.guard();)
         }
     });
-    // An unreachable early return of the declared type pins the body's type, so that type
-    // errors land on the user's code rather than on the generated code.
-    let pin_return_type = quote_spanned! {ret_span=>
-        #[allow(unreachable_code, clippy::diverging_sub_expression, clippy::empty_loop)]
-        if false {
-            let #ret_var: #ret = loop {};
-            return #ret_var;
-        }
-    };
-    // The user's braces around the user's statements.
-    let mut body = TokenStream::new();
-    brace.surround(&mut body, |body| {
-        body.extend(pin_return_type);
-        body.extend(stmts.clone());
-    });
+    let body = pinned_body(&ret, ret_span, brace, stmts, &ret_var);
 
     quote! {
         let #lock_var = match #private::lock(
@@ -317,6 +303,31 @@ fn wrapper(
             ::core::result::Result::Err(#error) => #from_lock_error(#error),
         }
     }
+}
+
+/// The body's block for `async move #body`: the user's braces around the user's statements,
+/// after an unreachable early return of the declared type `ret` (at `ret_span`). It pins the
+/// block's type, so that type errors land on the user's code rather than on the generated code.
+pub(crate) fn pinned_body(
+    ret: &Type,
+    ret_span: Span,
+    brace: &syn::token::Brace,
+    stmts: &TokenStream,
+    ret_var: &Ident,
+) -> TokenStream {
+    let pin_return_type = quote_spanned! {ret_span=>
+        #[allow(unreachable_code, clippy::diverging_sub_expression, clippy::empty_loop)]
+        if false {
+            let #ret_var: #ret = loop {};
+            return #ret_var;
+        }
+    };
+    let mut body = TokenStream::new();
+    brace.surround(&mut body, |body| {
+        body.extend(pin_return_type);
+        body.extend(stmts.clone());
+    });
+    body
 }
 
 /// `tokens` located at `span` (groups included); names keep resolving as before (hygiene).

@@ -11,7 +11,7 @@ use syn::{Expr, LitStr, Path, ReturnType, Token};
 
 use crate::args::{Arg, crate_path, millis, string};
 use crate::diagnostics::{self, Errors};
-use crate::expand::{both, erase_impl_trait, millis as millis_lit};
+use crate::expand::{both, erase_impl_trait, millis as millis_lit, pinned_body};
 use crate::item::{Func, Params};
 use crate::render::key_expr;
 
@@ -177,18 +177,7 @@ fn generate(config: &Config, func: &Func, ret: &syn::Type, key: TokenStream) -> 
             ::core::option::Option::Some(::std::string::ToString::to_string(&(#expr)))),
         None => quote!(::core::option::Option::None),
     };
-    let pin_return_type = quote_spanned! {ret_span=>
-        #[allow(unreachable_code, clippy::diverging_sub_expression, clippy::empty_loop)]
-        if false {
-            let #ret_var: #ret = loop {};
-            return #ret_var;
-        }
-    };
-    let mut body = TokenStream::new();
-    brace.surround(&mut body, |body| {
-        body.extend(pin_return_type);
-        body.extend(stmts.clone());
-    });
+    let body = pinned_body(&ret, ret_span, brace, stmts, &ret_var);
     quote! {
         #(#attrs)*
         #vis #sig {
