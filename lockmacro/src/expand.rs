@@ -17,6 +17,15 @@ use crate::template::{self, Segment};
 /// The whole macro. It always emits the function: on an error, the original item followed by
 /// the errors, so that callers see no follow-on errors.
 pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    always_emit(expand, args, item)
+}
+
+/// `expand(args, item)`, or on an error the original item followed by the errors.
+pub(crate) fn always_emit(
+    expand: fn(TokenStream, TokenStream) -> syn::Result<TokenStream>,
+    args: TokenStream,
+    item: TokenStream,
+) -> TokenStream {
     match expand(args, item.clone()) {
         Ok(expanded) => expanded,
         Err(error) => {

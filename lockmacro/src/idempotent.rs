@@ -11,7 +11,7 @@ use syn::{Expr, LitStr, Path, ReturnType, Token};
 
 use crate::args::{Arg, crate_path, millis, string};
 use crate::diagnostics::{self, Errors};
-use crate::expand::{both, erase_impl_trait, millis as millis_lit, pinned_body};
+use crate::expand::{always_emit, both, erase_impl_trait, millis as millis_lit, pinned_body};
 use crate::item::{Func, Params};
 use crate::render::key_expr;
 
@@ -36,13 +36,7 @@ struct Config {
 
 /// The whole macro; on an error the original item is emitted with the errors.
 pub(crate) fn idempotent(args: TokenStream, item: TokenStream) -> TokenStream {
-    match expand(args, item.clone()) {
-        Ok(expanded) => expanded,
-        Err(error) => {
-            let errors = error.to_compile_error();
-            quote!(#[allow(unused_variables)] #item #errors)
-        }
-    }
+    always_emit(expand, args, item)
 }
 
 fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
