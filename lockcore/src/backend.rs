@@ -286,3 +286,14 @@ impl Backend {
         );
     }
 }
+
+impl Backend {
+    /// Every node, for data that lives beside the locks (idempotency records).
+    #[cfg(feature = "idempotency")]
+    pub(crate) fn nodes(&self) -> Vec<crate::node::Node> {
+        match &self.kind {
+            Kind::Single(single) => vec![single.node().clone()],
+            Kind::Redlock(redlock) => redlock.nodes().to_vec(),
+        }
+    }
+}

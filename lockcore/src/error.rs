@@ -75,6 +75,36 @@ pub enum LockError {
         "no default lock manager is set; call `lockcore::set_default_manager` at start-up or pass `manager = ..`"
     )]
     NoDefaultManager,
+    /// A `#[distributed_lock(reentrant = false)]` fn was called while the same task already
+    /// holds `key` through an enclosing `#[distributed_lock]` call (or, with `reentrant = true`,
+    /// a nested call's keys are held only in part by its callers). Returned at once, before any
+    /// network call: a second acquire would wait for the task's own lock until the wait budget
+    /// ran out.
+    #[error(
+        "lock `{key}` is already held by this task through an enclosing `#[distributed_lock]` call"
+    )]
+    AlreadyHeld {
+        /// The full Redis key, prefix included.
+        key: String,
+    },
+    /// An idempotency record exists for `key` but was stored for a request with another
+    /// fingerprint (the same idempotency key reused for a different request body). The body
+    /// did not run.
+    #[error("idempotency key `{key}` was first used for a request with another fingerprint")]
+    IdempotencyMismatch {
+        /// The idempotency key, as given (without the prefix).
+        key: String,
+    },
+    /// An idempotency record for `key` cannot be used: the stored value does not deserialize
+    /// into the return type (a changed type; the body is not run again), or a new value is
+    /// larger than the record limit or does not serialize (nothing is stored).
+    #[error("idempotency record `{key}`: {reason}")]
+    BadIdempotencyRecord {
+        /// The idempotency key, as given (without the prefix).
+        key: String,
+        /// What is wrong, and what was expected.
+        reason: String,
+    },
     /// [`set_default_manager`](crate::set_default_manager) was called a second time.
     #[error("the default lock manager is already set; it can be set only once per process")]
     DefaultManagerAlreadySet,
@@ -90,6 +120,12 @@ impl LockError {
     /// `true` for [`LockError::Lost`]: this holder no longer owns the key.
     pub fn is_lost(&self) -> bool {
         matches!(self, LockError::Lost { .. })
+    }
+
+    /// `true` for [`LockError::AlreadyHeld`]: a non-reentrant nested call on a key this task
+    /// already holds.
+    pub fn is_already_held(&self) -> bool {
+        matches!(self, LockError::AlreadyHeld { .. })
     }
 
     /// `true` for [`LockError::Redis`]: the backend failed or could not be reached.

@@ -7,8 +7,12 @@ use crate::LockError;
 use crate::fencing::COUNTER_NAME;
 use crate::handoff::{ENTRIES_NAME, QUEUE_NAME};
 
-/// Key name prefixes of lockcore's auxiliary keys (fencing counter, waiter queue).
-const RESERVED: [&str; 3] = [COUNTER_NAME, QUEUE_NAME, ENTRIES_NAME];
+/// The name space of idempotency records and their locks (`__idem__rec:..`, `__idem__lock:..`).
+pub(crate) const IDEMPOTENCY_NAME: &str = "__idem__";
+
+/// Key name prefixes of lockcore's auxiliary keys (fencing counter, waiter queue, idempotency
+/// records).
+const RESERVED: [&str; 4] = [COUNTER_NAME, QUEUE_NAME, ENTRIES_NAME, IDEMPOTENCY_NAME];
 
 /// The default key prefix, `"lock:"`.
 pub const DEFAULT_KEY_PREFIX: &str = "lock:";
@@ -18,7 +22,7 @@ pub const DEFAULT_KEY_PREFIX: &str = "lock:";
 /// # Errors
 /// [`LockError::InvalidKey`] when `key` is empty (a lock on the bare prefix is almost always a
 /// template that rendered nothing), or starts with a name reserved for lockcore's own keys:
-/// `__fencing_counter__`, `__waitq__`, `__waiters__`.
+/// `__fencing_counter__`, `__waitq__`, `__waiters__`, `__idem__`.
 pub(crate) fn full_key(prefix: &str, key: &str) -> Result<String, LockError> {
     if key.is_empty() {
         return Err(LockError::InvalidKey {

@@ -10,13 +10,17 @@ mod fencing;
 mod global;
 mod guard;
 mod handoff;
+#[cfg(feature = "idempotency")]
+mod idempotency;
 mod key;
 mod lease;
 mod manager;
+mod multi;
 mod node;
 mod options;
 mod redact;
 mod redlock;
+mod reentrancy;
 mod replicas;
 mod scripts;
 mod sentinel;
@@ -38,9 +42,14 @@ pub use fenced::{FenceError, FenceGate, FencedRedis, StaleWrite};
 pub use fencing::FencingCounter;
 pub use global::{default_manager, set_default_manager};
 pub use guard::LockGuard;
+#[cfg(feature = "idempotency")]
+pub use idempotency::Idempotency;
 pub use key::DEFAULT_KEY_PREFIX;
 pub use manager::LockManager;
+pub use multi::MultiGuard;
 pub use options::LockOptions;
 
 #[cfg(feature = "macros")]
 pub use lockmacro::distributed_lock;
+#[cfg(all(feature = "macros", feature = "idempotency"))]
+pub use lockmacro::idempotent;

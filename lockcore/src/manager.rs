@@ -128,6 +128,16 @@ impl LockManager {
     ///   quorum of nodes answered.
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
         let key = self.checked_key(key, opts)?;
+        self.acquire_checked(key, opts).await
+    }
+
+    /// [`acquire`](Self::acquire) of a full key that is already checked (it may be one of
+    /// lockcore's reserved names, e.g. an idempotency record's lock), with validated `opts`.
+    pub(crate) async fn acquire_checked(
+        &self,
+        key: String,
+        opts: &LockOptions,
+    ) -> Result<LockGuard, LockError> {
         let started = Instant::now();
         let mut backoff = opts.backoff();
         // On one node the waiter queue knows a waiter by its token, so one token serves the
@@ -217,7 +227,7 @@ impl LockManager {
         }
     }
 
-    fn checked_key(&self, key: &str, opts: &LockOptions) -> Result<String, LockError> {
+    pub(crate) fn checked_key(&self, key: &str, opts: &LockOptions) -> Result<String, LockError> {
         let key = full_key(&self.shared.key_prefix, key)?;
         opts.validate()?;
         self.shared.backend.check_ttl(opts.ttl())?;
@@ -262,6 +272,18 @@ impl LockManager {
     /// every watchdog guard is released, dropped or lost.
     pub fn live_renewals(&self) -> usize {
         self.shared.watchdog.live()
+    }
+
+    /// `true` when `other` is a clone of this manager (one shared state). Used by the
+    /// attribute's reentrancy check.
+    pub(crate) fn same_as(&self, other: &LockManager) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Every node, for data that lives beside the locks (idempotency records).
+    #[cfg(feature = "idempotency")]
+    pub(crate) fn data_nodes(&self) -> Vec<crate::node::Node> {
+        self.shared.backend.nodes()
     }
 }
 

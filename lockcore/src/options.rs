@@ -38,6 +38,9 @@ pub struct LockOptions {
     retry_base: Duration,
     retry_cap: Duration,
     watchdog: bool,
+    /// `watchdog(..)` was called: `#[distributed_lock]` then keeps this choice instead of its
+    /// own default (on).
+    watchdog_chosen: bool,
     max_hold: Option<Duration>,
     handoff: bool,
 }
@@ -51,6 +54,7 @@ impl Default for LockOptions {
             retry_base: Duration::from_millis(50),
             retry_cap: Duration::from_secs(1),
             watchdog: false,
+            watchdog_chosen: false,
             max_hold: None,
             handoff: true,
         }
@@ -100,9 +104,22 @@ impl LockOptions {
     /// Turns the watchdog on or off: while on, the guard's lease is renewed in the background
     /// until it is released or dropped. Off by default for the explicit API, on for
     /// `#[distributed_lock]`.
+    ///
+    /// Calling it is an explicit choice: in a manager's
+    /// [`default_options`](crate::LockManagerBuilder::default_options) it is what
+    /// `#[distributed_lock]` uses when the attribute has no `watchdog = ..` argument. The
+    /// attribute's rule is: its own `watchdog` argument, else the manager's explicit choice,
+    /// else on.
     pub fn watchdog(mut self, on: bool) -> Self {
         self.watchdog = on;
+        self.watchdog_chosen = true;
         self
+    }
+
+    /// The watchdog setting if [`watchdog`](Self::watchdog) was called, `None` if it was left
+    /// at its default.
+    pub(crate) fn watchdog_choice(&self) -> Option<bool> {
+        self.watchdog_chosen.then_some(self.watchdog)
     }
 
     /// Replaces the lease TTL (the attribute's `ttl_ms`).
@@ -262,6 +279,19 @@ mod tests {
         assert_eq!(o.retry_cap, Duration::from_secs(1));
         assert!(!o.watchdog_enabled());
         assert!(o.handoff_enabled());
+    }
+
+    #[test]
+    fn watchdog_choice_is_tracked() {
+        assert_eq!(LockOptions::default().watchdog_choice(), None);
+        assert_eq!(
+            LockOptions::default().watchdog(false).watchdog_choice(),
+            Some(false)
+        );
+        assert_eq!(
+            LockOptions::default().watchdog(true).watchdog_choice(),
+            Some(true)
+        );
     }
 
     #[test]

@@ -131,3 +131,11 @@ impl Single {
         Ok(extended)
     }
 }
+
+impl Single {
+    /// The node, for data that lives beside the locks (idempotency records).
+    #[cfg(feature = "idempotency")]
+    pub(crate) fn node(&self) -> &Node {
+        &self.node
+    }
+}

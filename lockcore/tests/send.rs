@@ -15,12 +15,29 @@ async fn futures_are_send(manager: LockManager, mut guard: LockGuard) {
     assert_send(&manager.try_acquire("k", &opts));
     assert_send(&guard.lost());
     assert_send(&guard.extend(Duration::from_secs(1)));
-    assert_send(&__private::run_body(
-        &guard,
-        __private::OnLost::Abort,
-        async { 1 },
-    ));
     assert_send(&guard.release());
+    assert_send(&manager.acquire_many(["a", "b"], &opts));
+}
+
+#[allow(dead_code)]
+async fn attribute_futures_are_send(
+    manager: LockManager,
+    lock: __private::Lock,
+    outcome: __private::Outcome<u8>,
+    multi: lockcore::MultiGuard,
+) {
+    let settings = __private::Settings {
+        ttl_ms: None,
+        wait_ms: None,
+        watchdog: None,
+        reentrant: true,
+        on_lost: __private::OnLost::Abort,
+    };
+    assert_send(&__private::lock(Ok(manager), [String::from("k")], settings));
+    assert_send(&lock.run(async { 1 }));
+    assert_send(&lock.finish(outcome));
+    assert_send(&multi.lost());
+    assert_send(&multi.release());
 }
 
 #[test]
@@ -28,5 +45,6 @@ fn lock_types_are_send_sync_static() {
     fn assert_send_sync<T: Send + Sync + 'static>() {}
     assert_send_sync::<LockManager>();
     assert_send_sync::<LockGuard>();
+    assert_send_sync::<lockcore::MultiGuard>();
     assert_send_sync::<lockcore::LockError>();
 }

@@ -19,23 +19,40 @@ pub(crate) enum OnLost {
     Continue,
 }
 
+/// What a contended call does once its wait budget is spent.
+pub(crate) enum OnContended {
+    /// Return `Err(From::from(LockError::Contended { .. }))`.
+    Error,
+    /// Return `Ok(())` / `Ok(None)`; the span is the argument's value, where a return type
+    /// that cannot be skipped is reported.
+    Skip(Span),
+    /// Call this function with the same arguments instead of the body.
+    Fallback(Path),
+}
+
 /// The validated arguments.
 pub(crate) struct Config {
-    pub(crate) key: LitStr,
+    /// `key = ".."` as one template, or `keys = [..]`; never empty.
+    pub(crate) keys: Vec<LitStr>,
+    /// `keys = [..]` was given: `guard` binds the whole set.
+    pub(crate) multi: bool,
     pub(crate) ttl_ms: Option<u64>,
     pub(crate) wait_ms: Option<u64>,
     pub(crate) manager: Option<Expr>,
     /// `::lockcore` unless `crate = ".."` says otherwise.
     pub(crate) krate: Path,
-    pub(crate) watchdog: bool,
+    /// `None`: the manager's explicit choice, else on (decided at run time).
+    pub(crate) watchdog: Option<bool>,
     pub(crate) on_lost: OnLost,
     pub(crate) guard: Option<Ident>,
+    pub(crate) on_contended: OnContended,
+    pub(crate) reentrant: bool,
 }
 
 /// `name = value`; the value is any expression until validation.
-struct Arg {
-    name: Ident,
-    value: Expr,
+pub(crate) struct Arg {
+    pub(crate) name: Ident,
+    pub(crate) value: Expr,
 }
 
 impl Parse for Arg {
@@ -54,16 +71,19 @@ impl Config {
         let args = Punctuated::<Arg, Token![,]>::parse_terminated.parse2(args)?;
         let mut errors = Errors::default();
         let mut seen: Vec<String> = Vec::new();
-        let mut key = None;
+        let mut keys = None;
         let mut config = Config {
-            key: LitStr::new("", Span::call_site()), // replaced below, or an error is recorded
+            keys: Vec::new(), // replaced below, or an error is recorded
+            multi: false,
             ttl_ms: None,
             wait_ms: None,
             manager: None,
             krate: syn::parse_quote!(::lockcore),
-            watchdog: true,
+            watchdog: None,
             on_lost: OnLost::Abort,
             guard: None,
+            on_contended: OnContended::Error,
+            reentrant: true,
         };
         for Arg { name, value } in args {
             let name_str = name.to_string();
@@ -75,33 +95,51 @@ impl Config {
                 errors.error(name.span(), diagnostics::duplicate_arg(&name_str));
                 continue;
             }
-            let result = match name_str.as_str() {
-                "key" => string(&value, diagnostics::KEY_NOT_STRING).map(|lit| key = Some(lit)),
-                "ttl_ms" => millis(&value, "ttl_ms").and_then(|ms| {
-                    if ms == 0 {
-                        return Err(syn::Error::new(value.span(), diagnostics::TTL_ZERO));
+            if let Some(other) = exclusive_with(&name_str).filter(|o| seen.iter().any(|s| s == o)) {
+                errors.error(name.span(), diagnostics::exclusive_args(other, &name_str));
+                seen.push(name_str);
+                continue;
+            }
+            let result =
+                match name_str.as_str() {
+                    "key" => string(&value, diagnostics::KEY_NOT_STRING)
+                        .map(|lit| keys = Some(vec![lit])),
+                    "keys" => templates(&value).map(|lits| {
+                        config.multi = true;
+                        keys = Some(lits);
+                    }),
+                    "on_contended" => on_contended(&value).map(|v| config.on_contended = v),
+                    "fallback" => {
+                        fallback(&value).map(|p| config.on_contended = OnContended::Fallback(p))
                     }
-                    config.ttl_ms = Some(ms);
-                    Ok(())
-                }),
-                "wait_ms" => millis(&value, "wait_ms").map(|ms| config.wait_ms = Some(ms)),
-                "manager" => {
-                    config.manager = Some(value);
-                    Ok(())
-                }
-                "crate" => crate_path(&value).map(|path| config.krate = path),
-                "watchdog" => boolean(&value).map(|b| config.watchdog = b),
-                "on_lost" => on_lost(&value).map(|v| config.on_lost = v),
-                // The name was checked against `ARG_NAMES` above, so this is `guard`.
-                _ => guard(&value).map(|ident| config.guard = Some(ident)),
-            };
+                    "reentrant" => boolean(&value, diagnostics::REENTRANT_NOT_BOOL)
+                        .map(|b| config.reentrant = b),
+                    "ttl_ms" => millis(&value, "ttl_ms").and_then(|ms| {
+                        if ms == 0 {
+                            return Err(syn::Error::new(value.span(), diagnostics::TTL_ZERO));
+                        }
+                        config.ttl_ms = Some(ms);
+                        Ok(())
+                    }),
+                    "wait_ms" => millis(&value, "wait_ms").map(|ms| config.wait_ms = Some(ms)),
+                    "manager" => {
+                        config.manager = Some(value);
+                        Ok(())
+                    }
+                    "crate" => crate_path(&value).map(|path| config.krate = path),
+                    "watchdog" => boolean(&value, diagnostics::WATCHDOG_NOT_BOOL)
+                        .map(|b| config.watchdog = Some(b)),
+                    "on_lost" => on_lost(&value).map(|v| config.on_lost = v),
+                    // The name was checked against `ARG_NAMES` above, so this is `guard`.
+                    _ => guard(&value).map(|ident| config.guard = Some(ident)),
+                };
             seen.push(name_str);
             errors.ok(result);
         }
-        match key {
-            Some(key) => config.key = key,
+        match keys {
+            Some(keys) => config.keys = keys,
             // A wrong-typed `key` was already reported; don't also call it missing.
-            None if !seen.iter().any(|name| name == "key") => {
+            None if !seen.iter().any(|name| name == "key" || name == "keys") => {
                 errors.error(Span::call_site(), diagnostics::MISSING_KEY);
             }
             None => {}
@@ -110,21 +148,21 @@ impl Config {
     }
 }
 
-fn literal(value: &Expr) -> Option<&Lit> {
+pub(crate) fn literal(value: &Expr) -> Option<&Lit> {
     match value {
         Expr::Lit(ExprLit { lit, attrs }) if attrs.is_empty() => Some(lit),
         _ => None,
     }
 }
 
-fn string(value: &Expr, message: &str) -> syn::Result<LitStr> {
+pub(crate) fn string(value: &Expr, message: &str) -> syn::Result<LitStr> {
     match literal(value) {
         Some(Lit::Str(lit)) => Ok(lit.clone()),
         _ => Err(syn::Error::new(value.span(), message)),
     }
 }
 
-fn millis(value: &Expr, name: &str) -> syn::Result<u64> {
+pub(crate) fn millis(value: &Expr, name: &str) -> syn::Result<u64> {
     let Some(Lit::Int(lit)) = literal(value) else {
         return Err(syn::Error::new(
             value.span(),
@@ -160,12 +198,58 @@ const MAX_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
 /// `lockcore::LockOptions::MAX_WAIT` in milliseconds.
 const MAX_WAIT_MS: u64 = 3600 * 1000;
 
-fn boolean(value: &Expr) -> syn::Result<bool> {
+fn boolean(value: &Expr, message: &str) -> syn::Result<bool> {
     match literal(value) {
         Some(Lit::Bool(lit)) => Ok(lit.value),
+        _ => Err(syn::Error::new(value.span(), message)),
+    }
+}
+
+/// The argument that cannot be given together with `name`.
+fn exclusive_with(name: &str) -> Option<&'static str> {
+    match name {
+        "key" => Some("keys"),
+        "keys" => Some("key"),
+        "fallback" => Some("on_contended"),
+        "on_contended" => Some("fallback"),
+        _ => None,
+    }
+}
+
+/// `["a:<x>", "b:<y>"]`: at least one string literal.
+fn templates(value: &Expr) -> syn::Result<Vec<LitStr>> {
+    let Expr::Array(array) = value else {
+        return Err(syn::Error::new(value.span(), diagnostics::KEYS_NOT_ARRAY));
+    };
+    if array.elems.is_empty() {
+        return Err(syn::Error::new(value.span(), diagnostics::KEYS_EMPTY));
+    }
+    let mut errors = Errors::default();
+    let lits: Vec<LitStr> = array
+        .elems
+        .iter()
+        .filter_map(|elem| errors.ok(string(elem, diagnostics::KEYS_NOT_ARRAY)))
+        .collect();
+    errors.finish().map(|()| lits)
+}
+
+fn on_contended(value: &Expr) -> syn::Result<OnContended> {
+    match literal(value) {
+        Some(Lit::Str(lit)) if lit.value() == "error" => Ok(OnContended::Error),
+        Some(Lit::Str(lit)) if lit.value() == "skip" => Ok(OnContended::Skip(lit.span())),
         _ => Err(syn::Error::new(
             value.span(),
-            diagnostics::WATCHDOG_NOT_BOOL,
+            diagnostics::ON_CONTENDED_INVALID,
+        )),
+    }
+}
+
+fn fallback(value: &Expr) -> syn::Result<Path> {
+    match value {
+        Expr::Path(path) if path.attrs.is_empty() && path.qself.is_none() => Ok(path.path.clone()),
+        _ => Err(syn::Error::new(
+            value.span(),
+            diagnostics::FALLBACK_NOT_PATH,
         )),
     }
 }
@@ -179,7 +263,7 @@ fn on_lost(value: &Expr) -> syn::Result<OnLost> {
 }
 
 /// `"::my_lockcore"` → a path whose tokens carry the literal's span.
-fn crate_path(value: &Expr) -> syn::Result<Path> {
+pub(crate) fn crate_path(value: &Expr) -> syn::Result<Path> {
     let lit = string(value, diagnostics::CRATE_NOT_STRING)?;
     lit.parse_with(Path::parse_mod_style)
         .map_err(|_| syn::Error::new(lit.span(), diagnostics::crate_bad_path(&lit.value())))
@@ -204,160 +288,5 @@ fn guard(value: &Expr) -> syn::Result<Ident> {
 }
 
 #[cfg(test)]
-mod tests {
-    use quote::quote;
-
-    use super::*;
-
-    fn parse(args: TokenStream) -> Result<Config, Vec<String>> {
-        Config::parse(args).map_err(|e| e.into_iter().map(|e| e.to_string()).collect())
-    }
-
-    fn error(args: TokenStream) -> String {
-        match parse(args) {
-            Ok(_) => String::from("<no error>"),
-            Err(messages) => messages.join("\n"),
-        }
-    }
-
-    #[test]
-    fn defaults() {
-        let Ok(config) = parse(quote!(key = "k:<id>")) else {
-            panic!("expected a config");
-        };
-        assert_eq!(config.key.value(), "k:<id>");
-        assert!(config.ttl_ms.is_none());
-        assert!(config.wait_ms.is_none());
-        assert!(config.manager.is_none());
-        let krate = &config.krate;
-        assert_eq!(quote!(#krate).to_string(), quote!(::lockcore).to_string());
-        assert!(config.watchdog);
-        assert_eq!(config.on_lost, OnLost::Abort);
-        assert!(config.guard.is_none());
-    }
-
-    #[test]
-    fn all_arguments_in_any_order() {
-        let Ok(config) = parse(quote!(
-            guard = g,
-            on_lost = "continue",
-            watchdog = false,
-            crate = "::my::lock",
-            manager = self.locks,
-            wait_ms = 0,
-            ttl_ms = 10_000u64,
-            key = "k",
-        )) else {
-            panic!("expected a config");
-        };
-        assert_eq!(config.ttl_ms, Some(10_000));
-        assert_eq!(config.wait_ms, Some(0));
-        let manager = config.manager;
-        assert_eq!(quote!(#manager).to_string(), quote!(self.locks).to_string());
-        let krate = config.krate;
-        assert_eq!(quote!(#krate).to_string(), quote!(::my::lock).to_string());
-        assert!(!config.watchdog);
-        assert_eq!(config.on_lost, OnLost::Continue);
-        assert_eq!(config.guard.map(|g| g.to_string()).as_deref(), Some("g"));
-    }
-
-    #[test]
-    fn durations_above_the_runtime_limits() {
-        assert_eq!(
-            error(quote!(key = "k", ttl_ms = 604_800_001)),
-            "`ttl_ms` is at most 604800000 (7 days, in milliseconds)"
-        );
-        assert_eq!(
-            error(quote!(key = "k", wait_ms = 3_600_001)),
-            "`wait_ms` is at most 3600000 (1 hour, in milliseconds)"
-        );
-        assert!(
-            Config::parse(quote!(key = "k", ttl_ms = 604_800_000, wait_ms = 3_600_000)).is_ok()
-        );
-    }
-
-    #[test]
-    fn missing_key() {
-        assert!(error(quote!()).contains("requires a `key` argument"));
-        assert!(error(quote!(ttl_ms = 5)).contains("requires a `key` argument"));
-    }
-
-    #[test]
-    fn unknown_and_duplicate() {
-        assert_eq!(
-            error(quote!(key = "k", ttl = 5)),
-            "unknown argument `ttl` for `#[distributed_lock]`; expected one of `key`, `ttl_ms`, \
-             `wait_ms`, `manager`, `crate`, `watchdog`, `on_lost`, `guard`"
-        );
-        assert_eq!(
-            error(quote!(key = "k", key = "j")),
-            "duplicate argument `key`; each argument may be given at most once"
-        );
-    }
-
-    #[test]
-    fn literal_types() {
-        assert_eq!(error(quote!(key = 5)), diagnostics::KEY_NOT_STRING);
-        assert_eq!(
-            error(quote!(key = "k", ttl_ms = "5")),
-            "expected an integer literal for `ttl_ms`, in milliseconds"
-        );
-        assert_eq!(
-            error(quote!(key = "k", wait_ms = -1)),
-            "expected an integer literal for `wait_ms`, in milliseconds"
-        );
-        assert_eq!(
-            error(quote!(key = "k", ttl_ms = 5i32)),
-            "invalid suffix `i32` for `ttl_ms`; expected no suffix or `u64`"
-        );
-        assert_eq!(
-            error(quote!(key = "k", ttl_ms = 99999999999999999999999)),
-            "`ttl_ms` does not fit in a `u64`"
-        );
-        assert_eq!(error(quote!(key = "k", ttl_ms = 0)), diagnostics::TTL_ZERO);
-        assert_eq!(
-            error(quote!(key = "k", watchdog = "yes")),
-            diagnostics::WATCHDOG_NOT_BOOL
-        );
-        assert_eq!(
-            error(quote!(key = "k", on_lost = "retry")),
-            diagnostics::ON_LOST_INVALID
-        );
-        assert_eq!(
-            error(quote!(key = "k", guard = a.b)),
-            diagnostics::GUARD_NOT_IDENT
-        );
-        assert_eq!(
-            error(quote!(key = "k", guard = self)),
-            diagnostics::GUARD_NOT_IDENT
-        );
-    }
-
-    #[test]
-    fn crate_path_errors() {
-        assert_eq!(
-            error(quote!(key = "k", crate = lockcore)),
-            diagnostics::CRATE_NOT_STRING
-        );
-        assert_eq!(
-            error(quote!(key = "k", crate = "not a path")),
-            "`not a path` is not a valid path for `crate`; expected a path like `::lockcore`"
-        );
-        assert!(error(quote!(key = "k", crate = "a::<T>")).contains("not a valid path"));
-    }
-
-    #[test]
-    fn every_error_is_reported() {
-        let messages = match parse(quote!(key = 1, ttl_ms = 0, nope = 1, ttl_ms = 3)) {
-            Ok(_) => Vec::new(),
-            Err(messages) => messages,
-        };
-        assert_eq!(messages.len(), 4, "{messages:?}");
-    }
-
-    #[test]
-    fn syntax_errors_come_from_syn() {
-        assert_eq!(error(quote!(key)), "expected `=`");
-        assert_eq!(error(quote!(key = "a" ttl_ms = 1)), "expected `,`");
-    }
-}
+#[path = "args_tests.rs"]
+mod tests;

@@ -9,7 +9,18 @@ use proc_macro2::Span;
 
 /// The argument names the attribute accepts, in the order the docs list them.
 pub(crate) const ARG_NAMES: &[&str] = &[
-    "key", "ttl_ms", "wait_ms", "manager", "crate", "watchdog", "on_lost", "guard",
+    "key",
+    "ttl_ms",
+    "wait_ms",
+    "manager",
+    "crate",
+    "watchdog",
+    "on_lost",
+    "guard",
+    "keys",
+    "on_contended",
+    "fallback",
+    "reentrant",
 ];
 
 // ---- arguments -------------------------------------------------------------------------------
@@ -26,7 +37,36 @@ pub(crate) fn duplicate_arg(name: &str) -> String {
 }
 
 pub(crate) const MISSING_KEY: &str = "`#[distributed_lock]` requires a `key` argument, \
-     e.g. `#[distributed_lock(key = \"order:<order_id>\")]`";
+     e.g. `#[distributed_lock(key = \"order:<order_id>\")]`, or `keys = [..]`";
+
+pub(crate) fn exclusive_args(first: &str, second: &str) -> String {
+    let hint = match first {
+        "key" | "keys" => "use `keys = [..]` alone to lock several keys",
+        _ => "a fallback is what runs when the lock is contended",
+    };
+    format!("`{second}` cannot be combined with `{first}`; {hint}")
+}
+
+pub(crate) const KEYS_NOT_ARRAY: &str = "expected an array of string literals for `keys`, \
+     e.g. `keys = [\"acct:<from>\", \"acct:<to>\"]`";
+
+pub(crate) const KEYS_EMPTY: &str =
+    "`keys` is empty; expected at least one key template, e.g. `keys = [\"acct:<from>\"]`";
+
+pub(crate) const ON_CONTENDED_INVALID: &str =
+    "expected `\"error\"` or `\"skip\"` for `on_contended`";
+
+pub(crate) const FALLBACK_NOT_PATH: &str =
+    "expected a path to a function for `fallback`, e.g. `fallback = Self::busy`";
+
+pub(crate) const REENTRANT_NOT_BOOL: &str = "expected `true` or `false` for `reentrant`";
+
+pub(crate) fn fallback_destructured(name: &str) -> String {
+    format!(
+        "`fallback` is called with every parameter, but `{name}` is bound by a destructuring \
+         pattern; take the value as a plain parameter and destructure it in the body"
+    )
+}
 
 pub(crate) const KEY_NOT_STRING: &str =
     "expected a string literal for `key`, e.g. `key = \"order:<order_id>\"`";
@@ -70,6 +110,10 @@ pub(crate) fn guard_shadows_param(name: &str) -> String {
 
 pub(crate) const NOT_A_FN: &str = "`#[distributed_lock]` can only be applied to an `async fn`";
 
+pub(crate) const ON_IMPL: &str = "`#[distributed_lock]` goes on a method, not on an impl or trait \
+     block; with `#[async_trait]`, keep `#[async_trait]` on the block and put \
+     `#[distributed_lock]` on the method";
+
 pub(crate) const NO_BODY: &str = "`#[distributed_lock]` requires a function body";
 
 pub(crate) const NOT_ASYNC: &str = "`#[distributed_lock]` requires an `async fn`";
@@ -79,6 +123,26 @@ pub(crate) const NOT_ASYNC_UNDER_TEST: &str = "`#[distributed_lock]` requires an
 
 pub(crate) const MISSING_RETURN_TYPE: &str = "`#[distributed_lock]` requires the return type \
      `Result<T, E>` where `E: From<lockcore::LockError>`";
+
+// ---- #[idempotent] ---------------------------------------------------------------------------
+
+pub(crate) fn idempotent_unknown_arg(name: &str, names: &[&str]) -> String {
+    format!(
+        "unknown argument `{name}` for `#[idempotent]`; expected one of {}",
+        backticked(names.iter().copied())
+    )
+}
+
+pub(crate) const IDEMPOTENT_MISSING_KEY: &str = "`#[idempotent]` requires a `key` argument, \
+     e.g. `#[idempotent(key = \"order:req:<request_id>\", ttl_ms = 86_400_000)]`";
+
+pub(crate) const IDEMPOTENT_MISSING_TTL: &str = "`#[idempotent]` requires `ttl_ms`: how long \
+     the stored result is kept, in milliseconds, e.g. `ttl_ms = 86_400_000`";
+
+pub(crate) const IDEMPOTENT_NOT_ASYNC: &str = "`#[idempotent]` requires an `async fn`";
+
+pub(crate) const IDEMPOTENT_RETURN_TYPE: &str = "`#[idempotent]` requires the return type \
+     `Result<T, E>` where `T: Serialize + DeserializeOwned` and `E: From<lockcore::LockError>`";
 
 // ---- key templates ---------------------------------------------------------------------------
 

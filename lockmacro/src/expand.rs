@@ -6,21 +6,32 @@ use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
-use syn::{Attribute, Ident, LitStr, Member, ReturnType, Type};
+use syn::{Attribute, Ident, ReturnType, Type};
 
-use crate::args::{Config, OnLost};
-use crate::diagnostics::{self, Errors};
+use crate::args::{Config, OnContended, OnLost};
+use crate::diagnostics;
 use crate::item::{Func, Params};
+use crate::render::keys_expr;
 use crate::template::{self, Segment};
 
 /// The whole macro. It always emits the function: on an error, the original item followed by
 /// the errors, so that callers see no follow-on errors.
 pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    always_emit(expand, args, item)
+}
+
+/// `expand(args, item)`, or on an error the original item followed by the errors.
+pub(crate) fn always_emit(
+    expand: fn(TokenStream, TokenStream) -> syn::Result<TokenStream>,
+    args: TokenStream,
+    item: TokenStream,
+) -> TokenStream {
     match expand(args, item.clone()) {
         Ok(expanded) => expanded,
         Err(error) => {
             let errors = error.to_compile_error();
-            quote!(#item #errors)
+            // A parameter only the key used would now look unused: no follow-on warnings.
+            quote!(#[allow(unused_variables)] #item #errors)
         }
     }
 }
@@ -28,16 +39,19 @@ pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStr
 fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let (config, func) = both(Config::parse(args), Func::parse_item(item))?;
     let params = Params::of(&func.sig);
-    let key = both(
-        key_expr(&config.key, &params),
-        check_guard(&config, &params),
+    let keys = both(
+        keys_expr(&config.keys, &params),
+        both(
+            check_guard(&config, &params),
+            check_fallback(&config, &params),
+        ),
     );
-    let (ret, (key, ())) = both(return_type(&func), key)?;
-    Ok(generate(&config, &func, ret, key))
+    let (ret, (keys, _)) = both(return_type(&func), keys)?;
+    Ok(generate(&config, &func, &params, &ret, keys))
 }
 
 /// Both values, or every error of the two.
-fn both<A, B>(a: syn::Result<A>, b: syn::Result<B>) -> syn::Result<(A, B)> {
+pub(crate) fn both<A, B>(a: syn::Result<A>, b: syn::Result<B>) -> syn::Result<(A, B)> {
     match (a, b) {
         (Ok(a), Ok(b)) => Ok((a, b)),
         (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
@@ -48,9 +62,13 @@ fn both<A, B>(a: syn::Result<A>, b: syn::Result<B>) -> syn::Result<(A, B)> {
     }
 }
 
-/// The declared return type of an `async fn`.
-fn return_type(func: &Func) -> syn::Result<&Type> {
+/// The type the locked body returns: the declared return type of an `async fn`, or `R` of the
+/// `#[async_trait]` shape's `Future<Output = R>`.
+pub(crate) fn return_type(func: &Func) -> syn::Result<Type> {
     let sig = &func.sig;
+    if let Some(boxed) = &func.boxed {
+        return Ok(boxed.output.clone());
+    }
     if sig.asyncness.is_none() {
         let message = if func.attrs.iter().any(is_test_attr) {
             diagnostics::NOT_ASYNC_UNDER_TEST
@@ -60,7 +78,7 @@ fn return_type(func: &Func) -> syn::Result<&Type> {
         return Err(syn::Error::new(sig.fn_token.span, message));
     }
     match &sig.output {
-        ReturnType::Type(_, ty) => Ok(ty),
+        ReturnType::Type(_, ty) => Ok((**ty).clone()),
         ReturnType::Default => Err(syn::Error::new(
             sig.ident.span(),
             diagnostics::MISSING_RETURN_TYPE,
@@ -76,94 +94,6 @@ fn is_test_attr(attr: &Attribute) -> bool {
         .is_some_and(|segment| segment.ident == "test")
 }
 
-/// The expression that renders the key: `::std::format!("..", a, self.b.c)`.
-///
-/// Placeholder expressions carry the key literal's span, so that a missing `Display` impl or
-/// field is reported on the key.
-fn key_expr(key: &LitStr, params: &Params) -> syn::Result<TokenStream> {
-    let span = key.span();
-    let segments = template::parse(&key.value()).map_err(|e| syn::Error::new(span, e.message()))?;
-    let mut errors = Errors::default();
-    let mut reported = Vec::new();
-    let mut args = Vec::new();
-    for segment in &segments {
-        let Segment::Placeholder(path) = segment else {
-            continue;
-        };
-        match placeholder_expr(path, params, span) {
-            Ok(arg) => args.push(arg),
-            // The same unknown name twice is one error.
-            Err(e) if !reported.contains(&e.to_string()) => {
-                reported.push(e.to_string());
-                errors.push(e);
-            }
-            Err(_) => {}
-        }
-    }
-    errors.finish()?;
-    if args.is_empty() {
-        // Literal text only; `<<` has been unescaped by the parser.
-        let text: String = segments
-            .iter()
-            .filter_map(|segment| match segment {
-                Segment::Literal(text) => Some(text.as_str()),
-                Segment::Placeholder(_) => None,
-            })
-            .collect();
-        let text = LitStr::new(&text, span);
-        return Ok(quote_spanned!(span=> ::std::string::String::from(#text)));
-    }
-    let format = LitStr::new(&template::format_string(&segments), span);
-    Ok(quote_spanned!(span=> ::std::format!(#format, #(#args),*)))
-}
-
-/// `<a.b.0>` → `a.b.0`, checked against the parameters.
-fn placeholder_expr(path: &[String], params: &Params, span: Span) -> syn::Result<TokenStream> {
-    let error = |message: String| syn::Error::new(span, message);
-    let Some((first, fields)) = path.split_first() else {
-        // `template::parse` never yields an empty placeholder.
-        return Err(error(diagnostics::TEMPLATE_EMPTY_PLACEHOLDER.to_owned()));
-    };
-    let root = if first == "self" {
-        if !params.receiver {
-            return Err(error(diagnostics::SELF_WITHOUT_RECEIVER.to_owned()));
-        }
-        quote_spanned!(span=> self)
-    } else if let Some(param) = params.plain.iter().find(|param| *param == first) {
-        let mut param = param.clone();
-        param.set_span(span);
-        quote!(#param)
-    } else if params.destructured.iter().any(|name| name == first) {
-        return Err(error(diagnostics::destructured_param(first)));
-    } else {
-        return Err(error(diagnostics::unknown_param(
-            first,
-            &params.available(),
-        )));
-    };
-    // Fields resolve like the user's own code but sit at the key literal. Their span is marked
-    // as macro-made so that rustc doesn't suggest rewriting the literal into a field name.
-    let field_span = Span::mixed_site().located_at(span);
-    let fields = fields
-        .iter()
-        .map(|field| {
-            let member = syn::parse_str::<Member>(field)
-                .map_err(|_| error(diagnostics::template_bad_field(field, &path.join("."))))?;
-            Ok(match member {
-                Member::Named(mut ident) => {
-                    ident.set_span(field_span);
-                    Member::Named(ident)
-                }
-                Member::Unnamed(index) => Member::Unnamed(syn::Index {
-                    index: index.index,
-                    span: field_span,
-                }),
-            })
-        })
-        .collect::<syn::Result<Vec<_>>>()?;
-    Ok(quote!(#root #(.#fields)*))
-}
-
 /// `guard = x` must not shadow a parameter the body uses.
 fn check_guard(config: &Config, params: &Params) -> syn::Result<()> {
     match &config.guard {
@@ -175,23 +105,120 @@ fn check_guard(config: &Config, params: &Params) -> syn::Result<()> {
     }
 }
 
-fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> TokenStream {
+/// `fallback = path` passes every parameter on, so none may be destructured.
+fn check_fallback(config: &Config, params: &Params) -> syn::Result<()> {
+    let OnContended::Fallback(_) = &config.on_contended else {
+        return Ok(());
+    };
+    match params.destructured.first() {
+        Some(name) => Err(syn::Error::new(
+            name.span(),
+            diagnostics::fallback_destructured(&name.to_string()),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn generate(
+    config: &Config,
+    func: &Func,
+    params: &Params,
+    ret: &Type,
+    keys: TokenStream,
+) -> TokenStream {
     let Func {
         attrs,
         vis,
         sig,
         inner_attrs,
         stmts,
+        brace,
+        boxed,
     } = func;
+    match boxed {
+        None => {
+            let wrapper = wrapper(config, params, ret, keys, brace, stmts);
+            quote! {
+                #(#attrs)*
+                #vis #sig {
+                    #(#inner_attrs)*
+                    #wrapper
+                }
+            }
+        }
+        Some(boxed) => {
+            let stmts = quiet_rebindings(&boxed.stmts, &key_params(config));
+            let wrapper = wrapper(config, params, ret, keys, &boxed.brace, &stmts);
+            let before = &boxed.before;
+            let async_attrs = &boxed.attrs;
+            quote! {
+                #(#attrs)*
+                #vis #sig {
+                    #(#inner_attrs)*
+                    #before
+                    ::std::boxed::Box::pin(#(#async_attrs)* async move { #wrapper })
+                }
+            }
+        }
+    }
+}
+
+/// The parameter names the key templates use.
+fn key_params(config: &Config) -> Vec<String> {
+    config
+        .keys
+        .iter()
+        .filter_map(|key| template::parse(&key.value()).ok())
+        .flatten()
+        .filter_map(|segment| match segment {
+            Segment::Placeholder(path) => path.into_iter().next(),
+            Segment::Literal(_) => None,
+        })
+        .collect()
+}
+
+/// async-trait moves each parameter into its future with `let x = x;`. A parameter that only
+/// the key uses is read before that, so its rebinding is allowed to go unused.
+fn quiet_rebindings(stmts: &[syn::Stmt], used: &[String]) -> TokenStream {
+    let rebinds_used = |stmt: &syn::Stmt| {
+        let syn::Stmt::Local(local) = stmt else {
+            return false;
+        };
+        let (syn::Pat::Ident(pat), Some(init)) = (&local.pat, &local.init) else {
+            return false;
+        };
+        let syn::Expr::Path(value) = &*init.expr else {
+            return false;
+        };
+        value.path.is_ident(&pat.ident) && used.iter().any(|name| pat.ident == name)
+    };
+    stmts
+        .iter()
+        .map(|stmt| {
+            if rebinds_used(stmt) {
+                quote!(#[allow(unused_variables)] #stmt)
+            } else {
+                quote!(#stmt)
+            }
+        })
+        .collect()
+}
+
+/// The statements that lock, run `stmts` (in the user's `brace`) and release.
+fn wrapper(
+    config: &Config,
+    params: &Params,
+    ret: &Type,
+    keys: TokenStream,
+    brace: &syn::token::Brace,
+    stmts: &TokenStream,
+) -> TokenStream {
     let krate = &config.krate;
     let private = quote!(#krate::__private);
 
     // Locals are `mixed_site`: the body can neither see nor shadow them.
     let local = |name: &str| Ident::new(name, Span::mixed_site());
-    let key_var = local("__lock_key");
-    let manager_var = local("__lock_manager");
-    let options_var = local("__lock_options");
-    let guard_var = local("__lock_guard");
+    let lock_var = local("__lock");
     let outcome_var = local("__lock_outcome");
     let ret_var = local("__lock_ret");
     let value = local("__lock_value");
@@ -205,26 +232,98 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
 
     let manager = match &config.manager {
         Some(expr) => quote_spanned!(expr.span()=> #private::manager(&(#expr))),
-        None => quote! {
-            match #private::default_manager() {
-                ::core::result::Result::Ok(#value) => #value,
-                ::core::result::Result::Err(#error) => return #from_lock_error(#error),
-            }
-        },
+        None => quote!(#private::default_manager()),
     };
-    let ttl = millis(config.ttl_ms);
-    let wait = millis(config.wait_ms);
-    let watchdog = config.watchdog;
+    let option = |value: Option<TokenStream>| match value {
+        Some(value) => quote!(::core::option::Option::Some(#value)),
+        None => quote!(::core::option::Option::None),
+    };
+    let ttl_ms = option(config.ttl_ms.map(millis));
+    let wait_ms = option(config.wait_ms.map(millis));
+    let watchdog = option(config.watchdog.map(|on| quote!(#on)));
+    let reentrant = config.reentrant;
     let on_lost = match config.on_lost {
         OnLost::Abort => quote!(Abort),
         OnLost::Continue => quote!(Continue),
     };
-    let guard_binding = config
-        .guard
-        .as_ref()
-        .map(|guard| quote!(let #guard: &#krate::LockGuard = &#guard_var;));
-    // An unreachable early return of the declared type pins the body's type, so that type
-    // errors land on the user's code rather than on the generated code.
+    let contended = match &config.on_contended {
+        OnContended::Error => quote! {
+            ::core::result::Result::Err(#error) => return #from_lock_error(#error),
+        },
+        // Spanned at `"skip"`: a return type that cannot be skipped is reported there.
+        OnContended::Skip(span) => {
+            // At `"skip"`: a return type that cannot be skipped is reported there.
+            let skip = respan(quote!(#private::skip(#error)), *span);
+            quote! {
+                ::core::result::Result::Err(#error) => return #skip,
+            }
+        }
+        OnContended::Fallback(path) => {
+            let receiver = params.receiver.then(|| quote!(self,));
+            let args = &params.plain;
+            // Every token at the path: a fallback with other parameters or another return
+            // type is reported there.
+            let call = respan(
+                quote! {
+                    {
+                        #[allow(unused_imports)]
+                        use #private::FallbackFuture as _;
+                        return #private::Fallback(#path(#receiver #(#args),*)).resolve().await;
+                    }
+                },
+                path.span(),
+            );
+            quote! {
+                ::core::result::Result::Err(#error) if #private::fallback(&#error) => #call
+                ::core::result::Result::Err(#error) => return #from_lock_error(#error),
+            }
+        }
+    };
+    let guard_binding = config.guard.as_ref().map(|guard| {
+        if config.multi {
+            quote!(let #guard: &#krate::MultiGuard = #lock_var.guards();)
+        } else {
+            quote!(let #guard: &#krate::LockGuard = #lock_var.guard();)
+        }
+    });
+    let body = pinned_body(&ret, ret_span, brace, stmts, &ret_var);
+
+    quote! {
+        let #lock_var = match #private::lock(
+            #manager,
+            #keys,
+            #private::Settings {
+                ttl_ms: #ttl_ms,
+                wait_ms: #wait_ms,
+                watchdog: #watchdog,
+                reentrant: #reentrant,
+                on_lost: #private::OnLost::#on_lost,
+            },
+        )
+        .await
+        {
+            ::core::result::Result::Ok(#value) => #value,
+            #contended
+        };
+        #guard_binding
+        let #outcome_var = #lock_var.run(async move #body).await;
+        match #lock_var.finish(#outcome_var).await {
+            ::core::result::Result::Ok(#value) => #value,
+            ::core::result::Result::Err(#error) => #from_lock_error(#error),
+        }
+    }
+}
+
+/// The body's block for `async move #body`: the user's braces around the user's statements,
+/// after an unreachable early return of the declared type `ret` (at `ret_span`). It pins the
+/// block's type, so that type errors land on the user's code rather than on the generated code.
+pub(crate) fn pinned_body(
+    ret: &Type,
+    ret_span: Span,
+    brace: &syn::token::Brace,
+    stmts: &TokenStream,
+    ret_var: &Ident,
+) -> TokenStream {
     let pin_return_type = quote_spanned! {ret_span=>
         #[allow(unreachable_code, clippy::diverging_sub_expression, clippy::empty_loop)]
         if false {
@@ -232,51 +331,42 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
             return #ret_var;
         }
     };
-
-    quote! {
-        #(#attrs)*
-        #vis #sig {
-            #(#inner_attrs)*
-            let #key_var: ::std::string::String = #key;
-            let #manager_var: #krate::LockManager = #manager;
-            let #options_var = #private::options(&#manager_var, #ttl, #wait, #watchdog);
-            let #guard_var = match #private::acquire(&#manager_var, &#key_var, &#options_var).await {
-                ::core::result::Result::Ok(#value) => #value,
-                ::core::result::Result::Err(#error) => return #from_lock_error(#error),
-            };
-            #guard_binding
-            let #outcome_var = #private::run_body(
-                &#guard_var,
-                #private::OnLost::#on_lost,
-                async move {
-                    #pin_return_type
-                    #stmts
-                },
-            )
-            .await;
-            match #private::finish(#guard_var, #outcome_var).await {
-                ::core::result::Result::Ok(#value) => #value,
-                ::core::result::Result::Err(#error) => #from_lock_error(#error),
-            }
-        }
-    }
+    let mut body = TokenStream::new();
+    brace.surround(&mut body, |body| {
+        body.extend(pin_return_type);
+        body.extend(stmts.clone());
+    });
+    body
 }
 
-/// `Some(10000u64)` or `None`.
-fn millis(ms: Option<u64>) -> TokenStream {
-    match ms {
-        // The literal keeps the macro's span: lints about how the user wrote theirs (`10_000`)
-        // must not fire on the generated `10000u64`.
-        Some(ms) => {
-            let lit = proc_macro2::Literal::u64_suffixed(ms);
-            quote!(::core::option::Option::Some(#lit))
-        }
-        None => quote!(::core::option::Option::None),
-    }
+/// `tokens` located at `span` (groups included); names keep resolving as before (hygiene).
+pub(crate) fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let proc_macro2::TokenTree::Group(group) = &token {
+                let mut respanned =
+                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                respanned.set_span(group.span().located_at(span));
+                token = proc_macro2::TokenTree::Group(respanned);
+            } else {
+                token.set_span(token.span().located_at(span));
+            }
+            token
+        })
+        .collect()
+}
+
+/// `10000u64`.
+pub(crate) fn millis(ms: u64) -> TokenStream {
+    // The literal keeps the macro's span: lints about how the user wrote theirs (`10_000`)
+    // must not fire on the generated `10000u64`.
+    let lit = proc_macro2::Literal::u64_suffixed(ms);
+    quote!(#lit)
 }
 
 /// `impl Trait` → `_`, so the type can annotate a `let` and name a `<T as Trait>` path.
-fn erase_impl_trait(ty: &Type) -> Type {
+pub(crate) fn erase_impl_trait(ty: &Type) -> Type {
     struct Eraser;
     impl VisitMut for Eraser {
         fn visit_type_mut(&mut self, ty: &mut Type) {

@@ -26,7 +26,8 @@ async fn absolute(id: u64) -> Result<u64, AppError> {
 }
 
 mod facade {
-    pub use ::my_locks::{LockGuard, LockManager, __private};
+    // What the expansion names: `__private`, and the guard types `guard = ..` binds.
+    pub use ::my_locks::{LockGuard, MultiGuard, __private};
 }
 
 mod nested {
@@ -35,6 +36,11 @@ mod nested {
     #[lockcore::distributed_lock(key = "a:<id>", crate = "crate::facade", guard = g)]
     pub(crate) async fn through_facade(id: u64) -> Result<String, AppError> {
         Ok(format!("{}:{id}", g.key()))
+    }
+
+    #[lockcore::distributed_lock(keys = ["a:<id>", "b:<id>"], crate = "crate::facade", guard = g)]
+    pub(crate) async fn set_through_facade(id: u64) -> Result<usize, AppError> {
+        Ok(g.guards().len() + id as usize)
     }
 }
 
