@@ -40,3 +40,6 @@ pub use managers::*;
 pub use probes::*;
 pub use queues::*;
 pub use stats::*;
+
+pub mod history;
+pub mod nemesis;
