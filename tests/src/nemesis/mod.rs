@@ -89,16 +89,25 @@ impl Summary {
     }
 }
 
-/// Runs the coordinator on a runtime of its own.
+/// Runs the coordinator on a runtime of its own; returns the summary and the end of the run
+/// (in [`now_ns`]).
 ///
 /// # Errors
 /// When the server, a proxy or a worker cannot be started, or the history cannot be read.
 pub fn run(config: &Config) -> Result<(Summary, u64), BoxError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    runtime()?.block_on(coordinate(config))
+}
+
+/// The runtime of a coordinator or a worker process: two worker threads (this machine has two
+/// cores), time and I/O.
+///
+/// # Errors
+/// When the runtime cannot be built.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?;
-    runtime.block_on(coordinate(config))
+        .build()
 }
 
 async fn coordinate(config: &Config) -> Result<(Summary, u64), BoxError> {

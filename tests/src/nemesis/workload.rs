@@ -74,11 +74,7 @@ impl From<LockError> for WorkError {
 /// # Errors
 /// When the history cannot be created, or Redis cannot be reached for 10 s at start.
 pub fn worker_main(spec: WorkerSpec) -> Result<(), BoxError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    runtime.block_on(run_tasks(spec))
+    super::runtime()?.block_on(run_tasks(spec))
 }
 
 async fn connect(spec: &WorkerSpec) -> Result<(LockManager, ConnectionManager), BoxError> {
