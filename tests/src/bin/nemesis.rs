@@ -91,13 +91,21 @@ fn coordinate(args: Args) -> Result<ExitCode, BoxError> {
     let network = match &args.netns_prefix {
         Some(prefix) => Network::Namespaces(prefix.clone()),
         None if args.no_netns => Network::Loopback,
-        None => match netns::probe() {
-            Ok(()) => return outer(&args, &exe),
-            Err(e) => {
-                println!("netns: not permitted here ({e}); partitions go through the fault proxy");
-                Network::Loopback
+        None => {
+            let prefix = netns::prefix_for(std::process::id());
+            let created = netns::probe().and_then(|()| {
+                netns::Namespaces::create(&prefix, args.workers.max(1)).map_err(|e| e.to_string())
+            });
+            match created {
+                Ok(namespaces) => return outer(&args, &exe, namespaces),
+                Err(e) => {
+                    println!(
+                        "netns: not available here ({e}); partitions go through the fault proxy"
+                    );
+                    Network::Loopback
+                }
             }
-        },
+        }
     };
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
     println!("nemesis: seed {seed}");
@@ -129,11 +137,14 @@ fn coordinate(args: Args) -> Result<ExitCode, BoxError> {
     })
 }
 
-/// Creates the namespaces, runs this binary again inside the server's, and deletes them
-/// (also on Ctrl-C and on a run that outlives its bound).
-fn outer(args: &Args, exe: &std::path::Path) -> Result<ExitCode, BoxError> {
-    let prefix = netns::prefix_for(std::process::id());
-    let namespaces = netns::Namespaces::create(&prefix, args.workers.max(1))?;
+/// Runs this binary again inside the server's namespace, then deletes the namespaces (also on
+/// Ctrl-C and on a run that outlives its bound).
+fn outer(
+    args: &Args,
+    exe: &std::path::Path,
+    namespaces: netns::Namespaces,
+) -> Result<ExitCode, BoxError> {
+    let prefix = namespaces.prefix().to_owned();
     println!(
         "netns: server in {}, workers in {}..{} (veth 10.231.<i>.1 <-> 10.231.<i>.2)",
         netns::server_ns(&prefix),
