@@ -91,7 +91,7 @@ async fn fresh(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Somebody else's value under the lock key, of any type, with or without expiry: no
     /// guard, the value untouched, and an error (if any) is `Contended` or `Redis(..)`.
@@ -149,6 +149,12 @@ proptest! {
             }
         });
     }
+}
+
+proptest! {
+    // Timed: fewer cases, and a slack for a loaded 2-core machine. A retry that ignored the
+    // holder's TTL would sleep up to the cap, which is at least 500 ms past it.
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// A holder with `pttl` ms left and a contender with wait budget `wait` ms (and any valid
     /// retry policy): the contender gets the key soon after the holder's TTL runs out when the
@@ -158,10 +164,10 @@ proptest! {
         pttl in 30..300u64,
         wait in 0..400u64,
         base in 1..300u64,
-        extra in 0..2_000u64,
+        extra in 500..2_000u64,
         handoff in any::<bool>(),
     ) {
-        const SLACK: Duration = Duration::from_millis(80);
+        const SLACK: Duration = Duration::from_millis(150);
         runtime().block_on(async {
             let (m, mut raw, _) = fresh(server(&SERVERS.retries), handoff).await;
             set_px(&mut raw, &full("bk"), "holder", pttl).await;

@@ -18,7 +18,8 @@ use crate::history::now_ns;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
-    /// `SIGSTOP` a worker (likely holding a lock) past the TTL, then `SIGCONT`.
+    /// `SIGSTOP` a worker that holds a lease (as its history tells) past the TTL, then
+    /// `SIGCONT`.
     HolderPause,
     /// `SIGSTOP` the server for less than the TTL.
     ServerPauseShort,
@@ -140,6 +141,20 @@ pub async fn apply(
     let mut target = format!("worker {victim}");
     match kind {
         FaultKind::HolderPause => {
+            let holders = fleet.holders();
+            let victim = if holders.is_empty() {
+                victim
+            } else {
+                holders[rng.usize(..holders.len())]
+            };
+            target = format!(
+                "worker {victim}{}",
+                if holders.contains(&victim) {
+                    " (holding a lease)"
+                } else {
+                    ""
+                }
+            );
             if let Some(pid) = fleet.workers.get(victim).and_then(|w| w.pid()) {
                 signal(pid, Signal::STOP);
                 tokio::time::sleep(ms(TTL_MS + 400)).await;

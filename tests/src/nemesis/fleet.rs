@@ -13,6 +13,7 @@ use super::BoxError;
 use super::netns;
 use super::resources::{Seen, counter_key};
 use super::workload::WorkerSpec;
+use crate::history::{Event, Fun, Phase};
 use crate::{FaultProxy, RedisServer};
 
 /// How the workers reach the server.
@@ -211,6 +212,37 @@ impl Fleet {
             spec.process, spec.incarnation
         ));
         self.spawn(spec)
+    }
+
+    /// The workers that hold a lease right now, as their histories tell (the last 64 KiB of
+    /// each current history: leases acquired and not yet released).
+    pub fn holders(&self) -> Vec<usize> {
+        let mut holders = Vec::new();
+        for (i, worker) in self.workers.iter().enumerate() {
+            let Ok(text) = std::fs::read(&worker.spec.history) else {
+                continue;
+            };
+            let tail = &text[text.len().saturating_sub(64 * 1024)..];
+            let mut held = std::collections::HashSet::new();
+            for line in tail.split(|&b| b == b'\n') {
+                let Ok(event) = serde_json::from_slice::<Event>(line) else {
+                    continue;
+                };
+                match (event.fun, event.phase) {
+                    (Fun::Acquire, Phase::Ok) => {
+                        held.insert((event.task, event.op));
+                    }
+                    (Fun::Release, Phase::Invoke) => {
+                        held.remove(&(event.task, event.op));
+                    }
+                    _ => {}
+                }
+            }
+            if !held.is_empty() {
+                holders.push(i);
+            }
+        }
+        holders
     }
 
     /// Every history file written so far.

@@ -33,6 +33,15 @@ const LANE: i32 = 60;
 const ROWS: i32 = 4;
 const TOP: i32 = 20;
 
+/// "holder-pause #e6194b, ...": which band colour is which fault, for the report.
+pub fn legend() -> String {
+    FAULT_COLOURS
+        .iter()
+        .map(|(kind, RGBColor(r, g, b))| format!("{} #{r:02x}{g:02x}{b:02x}", kind.name()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn colour(kind: FaultKind) -> RGBColor {
     FAULT_COLOURS
         .iter()

@@ -33,6 +33,15 @@ pub fn table(summary: &Summary, config: &Config, end_ns: u64) -> String {
     );
     let _ = writeln!(out, "  network       {network}");
     let _ = writeln!(out, "  persistence   {persistence}");
+    if let Some(path) = &config.plot {
+        let _ = writeln!(
+            out,
+            "  plot          {} (leases green when a write was accepted, grey when not; \
+             fault bands: {})",
+            path.display(),
+            super::plot::legend()
+        );
+    }
     if summary.interrupted {
         let _ = writeln!(
             out,
@@ -83,6 +92,33 @@ pub fn table(summary: &Summary, config: &Config, end_ns: u64) -> String {
         let _ = writeln!(out, "  {kind:<22} {count:>6} {ms:>18}");
     }
     let _ = writeln!(out, "  {:<22} {:>6}", "total", summary.faults.len());
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  fault log (start after the first lease, kind, target, held for, recovery)"
+    );
+    let began = summary.faults.first().map_or(0, |f| f.start_ns);
+    let began = summary
+        .findings
+        .leases
+        .iter()
+        .map(|l| l.start_ns)
+        .min()
+        .unwrap_or(began)
+        .min(began);
+    for ((_, ms), fault) in f.recovery_ms.iter().zip(&summary.faults) {
+        let _ = writeln!(
+            out,
+            "    +{:>6.2} s  {:<20} {:<36} {:>5} ms  {}",
+            fault.start_ns.saturating_sub(began) as f64 / 1e9,
+            fault.kind.name(),
+            fault.target,
+            fault.heal_ns.saturating_sub(fault.start_ns) / 1_000_000,
+            ms.map_or("no write accepted until the end".to_owned(), |ms| format!(
+                "recovered in {ms} ms"
+            ))
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
