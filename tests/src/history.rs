@@ -24,9 +24,12 @@ pub fn now_ns() -> u64 {
 }
 
 /// [`now_ns`] of a `tokio::time::Instant` (e.g. a guard's deadline), saturating at 0.
+///
+/// Never later than the true value: the ns clock is read *before* the `Instant`, so a pause in
+/// between (a `SIGSTOP`) moves the result earlier, which only shortens a lease in the history.
 pub fn instant_ns(at: tokio::time::Instant) -> u64 {
-    let now = tokio::time::Instant::now();
     let now_ns = now_ns();
+    let now = tokio::time::Instant::now();
     if at >= now {
         now_ns.saturating_add(duration_ns(at - now))
     } else {
