@@ -109,7 +109,7 @@ pub fn table(summary: &Summary, config: &Config, end_ns: u64) -> String {
     for ((_, ms), fault) in f.recovery_ms.iter().zip(&summary.faults) {
         let _ = writeln!(
             out,
-            "    +{:>6.2} s  {:<20} {:<36} {:>5} ms  {}",
+            "    +{:>6.2} s  {:<20} {:<46} {:>5} ms  {}",
             fault.start_ns.saturating_sub(began) as f64 / 1e9,
             fault.kind.name(),
             fault.target,
