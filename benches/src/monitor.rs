@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::monitor_line::{Line, MARK_PREFIX, parse_line};
+use crate::monitor_line::{Line, MARK_PREFIX, classify_line};
 
 /// Commands seen between two marks.
 #[derive(Debug, Clone, Default)]
@@ -201,7 +201,7 @@ async fn read_stream(mut lines: BufReader<TcpStream>, state: Arc<Mutex<State>>, 
                 return;
             }
         }
-        let Some(parsed) = parse_line(&line) else {
+        let Some(parsed) = classify_line(&line) else {
             continue;
         };
         let mut st = lock(&state);

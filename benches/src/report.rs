@@ -6,7 +6,8 @@ use crate::lockers::Kind;
 use crate::scenarios::{
     B1, B1Setup, B3, B4_NODES, B5_TTL, BUDGET, Config, Contention, Cycles, Renewals, Row,
 };
-use crate::stats::{fmt_dur, fmt_rate, jain, ratio, secs};
+use crate::stats::{fmt_dur, fmt_rate, ratio, secs};
+use lockcore_tests::stats::jain;
 
 /// Where and how the run happened.
 pub(crate) struct Env {

@@ -53,15 +53,6 @@ impl Hist {
     }
 }
 
-/// Jain's fairness index of per-contender counts: (Σx)² / (n·Σx²); 1 is perfectly even,
-/// 1/n is one contender taking everything.
-pub(crate) fn jain(counts: &[u64]) -> Option<f64> {
-    let n = counts.len() as f64;
-    let sum: f64 = counts.iter().map(|&c| c as f64).sum();
-    let sum_sq: f64 = counts.iter().map(|&c| (c as f64) * (c as f64)).sum();
-    (n > 0.0 && sum_sq > 0.0).then(|| sum * sum / (n * sum_sq))
-}
-
 /// A duration for a table cell: "48.1 µs", "3.21 ms", "1.20 s".
 pub(crate) fn fmt_dur(d: Option<Duration>) -> String {
     let Some(d) = d else {

@@ -1,4 +1,4 @@
-//! The unit tests of the benchmark's pure parts: the `MONITOR` line parser and the statistics.
+//! The unit tests of the benchmark's pure parts: the `MONITOR` line classifier and the histogram.
 //! The bench target runs without a test harness, so they live here, with those modules compiled
 //! into this test crate: `cargo test -p lockcore-benches`.
 
@@ -12,31 +12,24 @@ mod stats;
 
 use std::time::Duration;
 
-use monitor_line::{Line, parse_line};
-use stats::{Hist, jain};
+use monitor_line::{Line, classify_line};
+use stats::Hist;
 
 #[test]
 fn lines_are_split_by_source() {
     assert!(matches!(
-        parse_line(b"+1.2 [0 127.0.0.1:5] \"EVALSHA\" \"ab\" \"1\"\r\n"),
+        classify_line(b"+1.2 [0 127.0.0.1:5] \"EVALSHA\" \"ab\" \"1\"\r\n"),
         Some(Line::Client(n)) if n == "EVALSHA"
     ));
     assert!(matches!(
-        parse_line(b"+1.2 [0 lua] \"SET\" \"k\"\r\n"),
+        classify_line(b"+1.2 [0 lua] \"SET\" \"k\"\r\n"),
         Some(Line::Lua)
     ));
     assert!(matches!(
-        parse_line(b"+1.2 [0 127.0.0.1:5] \"ECHO\" \"lockcore-bench-mark-17\"\r\n"),
+        classify_line(b"+1.2 [0 127.0.0.1:5] \"ECHO\" \"lockcore-bench-mark-17\"\r\n"),
         Some(Line::Mark(17))
     ));
-    assert!(parse_line(b"+OK\r\n").is_none());
-}
-
-#[test]
-fn jain_bounds() {
-    assert_eq!(jain(&[5, 5, 5, 5]), Some(1.0));
-    assert_eq!(jain(&[4, 0, 0, 0]), Some(0.25));
-    assert_eq!(jain(&[0, 0]), None);
+    assert!(classify_line(b"+OK\r\n").is_none());
 }
 
 #[test]

@@ -71,3 +71,39 @@ mod tests {
         assert_ne!(full_key("", nfc).unwrap(), full_key("", nfd).unwrap());
     }
 }
+
+/// Key checks, fuzzed (proptest, with shrinking): any key either joins byte for byte or is
+/// rejected with a reason that says what was expected.
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            "\\PC{0,40}",
+            (proptest::sample::select(RESERVED.to_vec()), "\\PC{0,8}")
+                .prop_map(|(reserved, rest)| format!("{reserved}{rest}")),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn keys_join_byte_for_byte_or_name_what_was_expected(prefix in "\\PC{0,8}", key in key()) {
+            match full_key(&prefix, &key) {
+                Ok(full) => {
+                    prop_assert_eq!(full.as_bytes(), [prefix.as_bytes(), key.as_bytes()].concat());
+                    prop_assert!(!key.is_empty());
+                    prop_assert!(!RESERVED.iter().any(|r| key.starts_with(r)));
+                }
+                Err(LockError::InvalidKey { reason }) => {
+                    prop_assert!(reason.contains("expected"), "{}", reason);
+                    prop_assert!(key.is_empty() || RESERVED.iter().any(|r| key.starts_with(r)));
+                }
+                Err(other) => prop_assert!(false, "unexpected {:?}", other),
+            }
+        }
+    }
+}

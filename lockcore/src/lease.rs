@@ -207,3 +207,46 @@ mod tests {
         assert_eq!(lease.status(), LeaseStatus::Lost);
     }
 }
+
+/// Validity arithmetic, fuzzed (proptest, with shrinking): it saturates and never panics.
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::LockOptions;
+
+    fn any_duration() -> impl Strategy<Value = Duration> {
+        (any::<u64>(), 0..1_000_000_000u32).prop_map(|(secs, nanos)| Duration::new(secs, nanos))
+    }
+
+    fn valid_ttl() -> impl Strategy<Value = Duration> {
+        let max_ms = u64::try_from(LockOptions::MAX_TTL.as_millis()).unwrap_or(u64::MAX);
+        (1..=max_ms).prop_map(Duration::from_millis)
+    }
+
+    proptest! {
+        #[test]
+        fn validity_never_exceeds_ttl_and_keeps_the_drift_allowance(ttl in any_duration()) {
+            let v = validity(ttl);
+            prop_assert!(v <= ttl);
+            let allowance = ttl / 100 + Duration::from_millis(2);
+            prop_assert_eq!(v, ttl.saturating_sub(allowance));
+        }
+
+        #[test]
+        fn a_lease_ends_within_its_ttl(ttl in valid_ttl(), later in valid_ttl()) {
+            let start = Instant::now();
+            let lease = Lease::new("k".into(), "t".into(), 1, ttl, start);
+            prop_assert!(lease.deadline() <= start + ttl);
+            prop_assert!(lease.remaining() <= ttl);
+            let write = lease.try_write_lock();
+            prop_assert!(write.is_some(), "nothing else holds the write lock");
+            if let Some(write) = write {
+                lease.renewed(&write, start, later);
+            }
+            prop_assert!(lease.deadline() <= start + later);
+            prop_assert_eq!(lease.ttl(), later);
+        }
+    }
+}

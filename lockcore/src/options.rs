@@ -348,3 +348,98 @@ mod tests {
         }
     }
 }
+
+/// Options and the backoff schedule, fuzzed (proptest, with shrinking).
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Durations around the edges of every range: zero, sub-millisecond, in range, above.
+    fn duration() -> impl Strategy<Value = Duration> {
+        prop_oneof![
+            Just(Duration::ZERO),
+            (0..1_000_000u64).prop_map(Duration::from_nanos),
+            (1..10_000u64).prop_map(Duration::from_millis),
+            (0..=2 * LockOptions::MAX_TTL.as_secs()).prop_map(Duration::from_secs),
+            Just(Duration::MAX),
+        ]
+    }
+
+    fn options() -> impl Strategy<Value = LockOptions> {
+        (
+            duration(),
+            duration(),
+            duration(),
+            duration(),
+            proptest::option::of(duration()),
+        )
+            .prop_map(|(ttl, wait, base, cap, max_hold)| {
+                let o = LockOptions::new(ttl)
+                    .wait(wait)
+                    .retry_base(base)
+                    .retry_cap(cap);
+                match max_hold {
+                    Some(h) => o.max_hold(h),
+                    None => o,
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn validation_accepts_exactly_the_documented_ranges(o in options()) {
+            let in_range = o.ttl >= Duration::from_millis(1)
+                && o.ttl <= LockOptions::MAX_TTL
+                && o.wait <= LockOptions::MAX_WAIT
+                && o.max_hold.is_none_or(|h| !h.is_zero() && h <= LockOptions::MAX_HOLD)
+                && o.retry_base >= Duration::from_millis(1)
+                && o.retry_cap >= o.retry_base
+                && o.retry_cap <= LockOptions::MAX_WAIT;
+            match o.validate() {
+                Ok(()) => prop_assert!(in_range, "{:?} accepted", o),
+                Err(LockError::InvalidOptions { reason }) => {
+                    prop_assert!(!in_range, "{:?} rejected: {}", o, reason);
+                    prop_assert!(reason.contains("expected"), "{}", reason);
+                    let named = ["ttl", "wait", "max_hold", "retry_base", "retry_cap"]
+                        .iter()
+                        .any(|name| reason.starts_with(name));
+                    prop_assert!(named, "{}", reason);
+                }
+                Err(other) => prop_assert!(false, "unexpected {:?}", other),
+            }
+        }
+
+        /// Every delay is at least 1 ms (the attempts stay bounded by the wait budget) and at
+        /// most `min(cap, base * 2^n)`, for any valid base and cap and any number of attempts.
+        #[test]
+        fn backoff_delays_stay_within_the_exponential_ceiling(
+            base_ms in 1..5_000u64,
+            extra_ms in 0..5_000u64,
+            attempts in 1..80usize,
+        ) {
+            let base = Duration::from_millis(base_ms);
+            let cap = Duration::from_millis(base_ms + extra_ms);
+            let o = LockOptions::default().retry_base(base).retry_cap(cap);
+            prop_assert!(o.validate().is_ok());
+            let mut backoff = o.backoff();
+            for n in 0..attempts {
+                let ceiling = base
+                    .checked_mul(1u32.checked_shl(u32::try_from(n).unwrap_or(u32::MAX)).unwrap_or(u32::MAX))
+                    .map_or(cap, |d| d.min(cap))
+                    .max(Duration::from_millis(1));
+                let delay = backoff.next_delay();
+                prop_assert!(delay >= Duration::from_millis(1), "{:?}", delay);
+                prop_assert!(delay <= ceiling, "attempt {}: {:?} > {:?}", n, delay, ceiling);
+            }
+        }
+
+        #[test]
+        fn duration_ms_saturates(d in duration()) {
+            let ms = duration_ms(d);
+            prop_assert!(u128::from(ms) <= d.as_millis());
+            prop_assert!(ms == u64::MAX || u128::from(ms) == d.as_millis());
+        }
+    }
+}

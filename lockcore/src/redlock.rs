@@ -135,7 +135,7 @@ impl Redlock {
                     .await
             },
             |index, reply| {
-                match reply.map(|reply| reply.map(Vote::from_reply)) {
+                match reply.map(|reply| reply.and_then(Vote::from_reply)) {
                     Some(Ok(Vote::Won { fencing_token })) => {
                         won += 1;
                         minted[index] = Some(fencing_token);

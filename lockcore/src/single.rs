@@ -69,8 +69,8 @@ impl Single {
             .arg(wake_channel.unwrap_or_default())
             .invoke_async::<(i64, i64)>(&mut self.node.clone())
             .await
-            .map(Vote::from_reply)
-            .map_err(|e| scripts::explain(&scripts::ACQUIRE_QUEUED, e))?;
+            .map_err(|e| scripts::explain(&scripts::ACQUIRE_QUEUED, e))
+            .and_then(Vote::from_reply)?;
         if let (Vote::Won { .. }, Some(replicas)) = (&vote, &self.replicas) {
             replicas.wait(&self.node, key).await?;
         }

@@ -15,18 +15,30 @@ pub(crate) enum Vote {
 impl Vote {
     /// The vote for one node's acquire-script reply `(1, fencing_token)` or `(0, pttl_ms)`.
     /// A pttl of 0 (free, but a queued waiter has the turn) or -1 (no expiry) reports no TTL.
-    pub(crate) fn from_reply((won, value): (i64, i64)) -> Vote {
+    ///
+    /// # Errors
+    /// A won reply whose fencing token is not positive: the counter was overwritten (only
+    /// `INCR` from 0 up is ours), so the token would not fence anything. The caller releases
+    /// the key as after any failed acquire.
+    pub(crate) fn from_reply((won, value): (i64, i64)) -> redis::RedisResult<Vote> {
         if won == 1 {
-            Vote::Won {
-                fencing_token: u64::try_from(value).unwrap_or(0),
+            match u64::try_from(value) {
+                Ok(fencing_token) if fencing_token > 0 => Ok(Vote::Won { fencing_token }),
+                _ => Err(redis::RedisError::from((
+                    redis::ErrorKind::Client,
+                    "the fencing counter holds a value lockcore did not mint",
+                    format!(
+                        "INCR returned {value}; expected a positive count (delete the counter key only if no resource has stored a fence yet)"
+                    ),
+                ))),
             }
         } else {
-            Vote::Lost {
+            Ok(Vote::Lost {
                 holder_ttl: u64::try_from(value)
                     .ok()
                     .filter(|ms| *ms > 0)
                     .map(Duration::from_millis),
-            }
+            })
         }
     }
 }

@@ -222,3 +222,110 @@ mod tests {
         );
     }
 }
+
+/// Fuzzed templates (proptest, with shrinking): no input panics, every rejection is one of the
+/// four errors with its message, and a template written from segments parses back to them.
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Text built from the characters the grammar cares about, and some that it does not.
+    fn template_text() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                Just("<".to_owned()),
+                Just(">".to_owned()),
+                Just("<<".to_owned()),
+                Just(".".to_owned()),
+                Just("{".to_owned()),
+                Just("}".to_owned()),
+                Just("_".to_owned()),
+                "[a-z0-9]{1,3}",
+                "\\PC",
+            ],
+            0..12,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    fn identifier() -> impl Strategy<Value = String> {
+        "[a-zA-Z_][a-zA-Z0-9_]{0,6}".prop_filter("`_` alone is not a name", |s| s != "_")
+    }
+
+    fn segment() -> impl Strategy<Value = Segment> {
+        prop_oneof![
+            "[^<]{1,8}".prop_map(Segment::Literal),
+            (identifier(), proptest::collection::vec(identifier(), 0..3)).prop_map(
+                |(first, rest)| {
+                    let mut path = vec![first];
+                    path.extend(rest);
+                    Segment::Placeholder(path)
+                }
+            ),
+        ]
+    }
+
+    /// Adjacent literals merged, as `parse` returns them.
+    fn merged(segments: Vec<Segment>) -> Vec<Segment> {
+        let mut out: Vec<Segment> = Vec::new();
+        for segment in segments {
+            match (out.last_mut(), segment) {
+                (Some(Segment::Literal(last)), Segment::Literal(text)) => last.push_str(&text),
+                (_, segment) => out.push(segment),
+            }
+        }
+        out
+    }
+
+    fn written(segments: &[Segment]) -> String {
+        segments
+            .iter()
+            .map(|s| match s {
+                Segment::Literal(text) => text.replace('<', "<<"),
+                Segment::Placeholder(path) => format!("<{}>", path.join(".")),
+            })
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_parses_or_is_rejected_with_a_message(text in template_text()) {
+            match parse(&text) {
+                Ok(segments) => {
+                    prop_assert!(!segments.is_empty());
+                    let placeholders = segments
+                        .iter()
+                        .filter(|s| matches!(s, Segment::Placeholder(_)))
+                        .count();
+                    prop_assert_eq!(format_string(&segments).matches("{}").count() >= placeholders, true);
+                }
+                Err(error) => {
+                    let message = error.message();
+                    prop_assert!(message.starts_with(|c: char| c.is_lowercase()), "{}", message);
+                    prop_assert!(!message.ends_with('.'), "{}", message);
+                    match &error {
+                        TemplateError::Empty => prop_assert!(text.is_empty()),
+                        TemplateError::Unclosed => prop_assert!(message.contains("`<<`")),
+                        TemplateError::EmptyPlaceholder => {
+                            prop_assert!(text.contains("<>"));
+                            prop_assert!(message.contains("e.g."));
+                        }
+                        TemplateError::Malformed(inner) => {
+                            let quoted = format!("`<{inner}>`");
+                            prop_assert!(message.contains(&quoted), "{}", message);
+                            prop_assert!(message.contains("expected"), "{}", message);
+                        }
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn written_segments_parse_back(segments in proptest::collection::vec(segment(), 1..6)) {
+            let text = written(&segments);
+            prop_assert_eq!(parse(&text), Ok(merged(segments)), "{}", text);
+        }
+    }
+}

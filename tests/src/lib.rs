@@ -1,10 +1,17 @@
-//! Test support for the lockcore workspace.
+//! Test support for the lockcore workspace: the one harness that the integration tests, the
+//! examples, the benchmarks and the nemesis run share.
 //!
-//! The main piece is [`RedisServer`]: a private `redis-server` process per test
-//! (or per test binary), on `127.0.0.1` and a free port (never 6379), with
-//! `--save "" --appendonly no`, killed on drop. Integration tests, examples and
-//! benchmarks all use it, so none of them needs a Redis running beforehand, only
-//! `redis-server` on `PATH`.
+//! | module | holds |
+//! |---|---|
+//! | `server` | [`RedisServer`]: a private `redis-server` per test, on a free port (never 6379) |
+//! | `proxy` | [`FaultProxy`]: a TCP proxy that delays, drops and blackholes traffic |
+//! | `managers` | managers, runtimes and option shorthands on a server |
+//! | `probes` | raw-connection reads, writes and bounded polls for assertions |
+//! | `queues` | the hand-off machinery's queues, channels and pub/sub clients |
+//! | `commandstats` | `INFO commandstats` parsing |
+//! | `monitor` | the `MONITOR` line parser and a blocking reader |
+//! | `stats` | quantiles and Jain's index |
+//! | `capture` | captured `tracing` events |
 //!
 //! `LOCKCORE_TEST_SERVER=valkey` runs every server of the harness on Valkey
 //! (`valkey-server`, installed by `scripts/ensure-valkey`) instead;
@@ -43,3 +50,21 @@ pub use tls::TlsServer;
 
 mod proxy;
 pub use proxy::{Direction, FaultProxy};
+
+mod capture;
+pub mod commandstats;
+mod managers;
+pub mod monitor;
+mod probes;
+pub mod queues;
+pub mod stats;
+
+pub use capture::CapturedEvents;
+pub use commandstats::*;
+pub use managers::*;
+pub use probes::*;
+pub use queues::*;
+pub use stats::*;
+
+pub mod history;
+pub mod nemesis;

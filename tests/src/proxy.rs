@@ -123,9 +123,19 @@ impl FaultProxy {
     /// # Panics
     /// As [`start`](Self::start).
     pub async fn start_to_port(upstream_port: u16) -> FaultProxy {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        Self::start_on(Ipv4Addr::LOCALHOST, upstream_port).await
+    }
+
+    /// Starts a proxy listening on `bind` (port 0) in front of `127.0.0.1:upstream_port`: the
+    /// nemesis binds `0.0.0.0` inside a network namespace of its own, so that workers in other
+    /// namespaces reach it over their veth links.
+    ///
+    /// # Panics
+    /// As [`start`](Self::start).
+    pub async fn start_on(bind: Ipv4Addr, upstream_port: u16) -> FaultProxy {
+        let listener = TcpListener::bind((bind, 0))
             .await
-            .unwrap_or_else(|e| panic!("fault proxy: cannot bind 127.0.0.1:0: {e}"));
+            .unwrap_or_else(|e| panic!("fault proxy: cannot bind {bind}:0: {e}"));
         let port = listener
             .local_addr()
             .unwrap_or_else(|e| panic!("fault proxy: no local address: {e}"))

@@ -1,12 +1,10 @@
 //! The whole feature set as an ACL user restricted to exactly the rule the README documents
 //! (issue 10 §2), and no password in anything the library prints.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockManager, LockOptions};
+use lockcore_tests::*;
 
 /// The README's minimal ACL rule for the default prefix `lock:`, after `user app on >PASSWORD`.
 const RULE: &[&str] = &[

@@ -8,13 +8,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use common::*;
 use lockcore::{LockError, LockManager, distributed_lock};
+use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::Barrier;
 

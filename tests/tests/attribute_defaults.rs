@@ -4,10 +4,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
-use common::*;
 use lockcore::{LockError, LockManager, LockOptions, distributed_lock};
+use lockcore_tests::*;
 
 /// How many leases the watchdog renews while the body runs (this lock's, if any).
 #[distributed_lock(key = "wd:default", manager = m, wait_ms = 0)]

@@ -4,13 +4,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockManager, MultiGuard, distributed_lock};
+use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::Barrier;
 

@@ -9,15 +9,13 @@
 // covers only the test fns themselves).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockManager, LockOptions, distributed_lock};
+use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep, sleep_until};

@@ -7,12 +7,10 @@
 // covers only the test fns themselves).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockManager, LockOptions};
+use lockcore_tests::*;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep, timeout};
 

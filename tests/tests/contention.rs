@@ -5,13 +5,11 @@
 // covers only the test fns themselves).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockManager, LockOptions};
+use lockcore_tests::*;
 use tokio::sync::Barrier;
 use tokio::time::Instant;
 

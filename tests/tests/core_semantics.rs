@@ -7,12 +7,10 @@
 // covers only the test fns themselves).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockManager, LockOptions};
+use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 use tokio::time::{Instant, sleep, timeout};
 

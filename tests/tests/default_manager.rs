@@ -7,12 +7,10 @@
 // covers only the test fns themselves).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::*;
 use lockcore::{LockError, distributed_lock};
+use lockcore_tests::*;
 
 static BODY_RUNS: AtomicUsize = AtomicUsize::new(0);
 

@@ -11,13 +11,11 @@
 //! - `extend` keeps the token and does not consume the counter.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use common::*;
 use lockcore::{FenceError, FencedRedis, FencingCounter, LockError, LockManager, LockOptions};
+use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 
 /// Holder A's options: a 500 ms lease, no watchdog, one attempt.

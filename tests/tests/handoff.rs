@@ -11,206 +11,15 @@
 // covers only the test fns themselves).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockGuard, LockManager, LockOptions};
+use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::{Barrier, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
-
-const QUEUE_PATTERN: &str = "*__waitq__*";
-const ENTRIES_PATTERN: &str = "*__waiters__*";
-const CHANNEL_PATTERN: &str = "lock:__wake__:*";
-/// Step of every bounded poll of Redis state.
-const POLL: Duration = Duration::from_millis(1);
-/// Bound of every poll that waits for a waiter to show up in Redis.
-const SHOW_UP: Duration = Duration::from_secs(2);
-
-// ---- raw-connection probes --------------------------------------------------------------------
-
-async fn query<T: redis::FromRedisValue>(con: &mut MultiplexedConnection, args: &[&str]) -> T {
-    let mut cmd = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        cmd.arg(*arg);
-    }
-    cmd.query_async(con)
-        .await
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
-async fn keys(con: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
-    query(con, &["KEYS", pattern]).await
-}
-
-/// Both kinds of queue keys (lists and entry hashes) on the server.
-async fn queue_leftovers(con: &mut MultiplexedConnection) -> Vec<String> {
-    let mut found = keys(con, QUEUE_PATTERN).await;
-    found.extend(keys(con, ENTRIES_PATTERN).await);
-    found
-}
-
-/// The single key matching `pattern`, if exactly one exists.
-async fn single_key(con: &mut MultiplexedConnection, pattern: &str) -> Option<String> {
-    let mut found = keys(con, pattern).await;
-    (found.len() == 1).then(|| found.remove(0))
-}
-
-async fn llen(con: &mut MultiplexedConnection, key: &str) -> usize {
-    query(con, &["LLEN", key]).await
-}
-
-async fn lrange(con: &mut MultiplexedConnection, key: &str) -> Vec<String> {
-    query(con, &["LRANGE", key, "0", "-1"]).await
-}
-
-async fn hexists(con: &mut MultiplexedConnection, key: &str, field: &str) -> bool {
-    let n: i64 = query(con, &["HEXISTS", key, field]).await;
-    n == 1
-}
-
-/// Polls until the (single) waiter queue holds `n` tokens; returns the queue list's key and
-/// the entries hash's key. Panics after [`SHOW_UP`].
-async fn wait_queue_len(con: &mut MultiplexedConnection, n: usize) -> (String, String) {
-    let started = Instant::now();
-    while started.elapsed() < SHOW_UP {
-        if let Some(queue) = single_key(con, QUEUE_PATTERN).await
-            && llen(con, &queue).await == n
-        {
-            let entries = single_key(con, ENTRIES_PATTERN)
-                .await
-                .expect("a queue list comes with its entries hash");
-            return (queue, entries);
-        }
-        sleep(POLL).await;
-    }
-    panic!(
-        "the waiter queue did not reach {n} tokens within {SHOW_UP:?}: queue keys {:?}",
-        queue_leftovers(con).await
-    );
-}
-
-/// Polls until no queue key is left; returns how long that took, `None` if still there after
-/// `within`.
-async fn queue_gone_within(con: &mut MultiplexedConnection, within: Duration) -> Option<Duration> {
-    let started = Instant::now();
-    loop {
-        if queue_leftovers(con).await.is_empty() {
-            return Some(started.elapsed());
-        }
-        if started.elapsed() >= within {
-            return None;
-        }
-        sleep(POLL).await;
-    }
-}
-
-/// `calls=` of `cmdstat_<name>` in `INFO commandstats` (0 when absent).
-fn calls_of(stats: &str, name: &str) -> u64 {
-    let prefix = format!("cmdstat_{name}:");
-    stats
-        .lines()
-        .filter(|line| line.starts_with(&prefix))
-        .filter_map(|line| {
-            line.split("calls=")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
-async fn commandstats(con: &mut MultiplexedConnection) -> String {
-    query(con, &["INFO", "commandstats"]).await
-}
-
-/// Script calls (`EVALSHA` + `EVAL`) so far: every lockcore acquire attempt, release and renewal
-/// is one.
-async fn script_calls(con: &mut MultiplexedConnection) -> u64 {
-    let stats = commandstats(con).await;
-    calls_of(&stats, "evalsha") + calls_of(&stats, "eval")
-}
-
-async fn reset_stats(con: &mut MultiplexedConnection) {
-    let _: () = query(con, &["CONFIG", "RESETSTAT"]).await;
-}
-
-/// Polls until Redis has run more than `before` script calls (the signal that a waiter's
-/// attempt has run). Panics after [`SHOW_UP`].
-async fn wait_script_calls_above(con: &mut MultiplexedConnection, before: u64) -> Duration {
-    let started = Instant::now();
-    while started.elapsed() < SHOW_UP {
-        if script_calls(con).await > before {
-            return started.elapsed();
-        }
-        sleep(POLL).await;
-    }
-    panic!("no script call reached Redis within {SHOW_UP:?}");
-}
-
-async fn wake_channels(con: &mut MultiplexedConnection) -> Vec<String> {
-    query(con, &["PUBSUB", "CHANNELS", CHANNEL_PATTERN]).await
-}
-
-async fn numsub(con: &mut MultiplexedConnection, channel: &str) -> i64 {
-    let (_, n): (String, i64) = query(con, &["PUBSUB", "NUMSUB", channel]).await;
-    n
-}
-
-/// The server clock in ms, as the scripts read it (`TIME`).
-async fn server_now_ms(con: &mut MultiplexedConnection) -> u64 {
-    let (secs, micros): (u64, u64) = query(con, &["TIME"]).await;
-    secs * 1000 + micros / 1000
-}
-
-/// A manager on `server` and the wake-up channel it subscribed to when it was built (the one
-/// channel that appeared meanwhile).
-async fn manager_with_channel(
-    server: &RedisServer,
-    raw: &mut MultiplexedConnection,
-) -> (LockManager, String) {
-    let before = wake_channels(raw).await;
-    let m = manager(server).await;
-    let after = wake_channels(raw).await;
-    let new: Vec<String> = after.into_iter().filter(|c| !before.contains(c)).collect();
-    assert_eq!(
-        new.len(),
-        1,
-        "building a manager subscribes exactly one wake-up channel, got {new:?}"
-    );
-    (m, new[0].clone())
-}
-
-// ---- statistics -------------------------------------------------------------------------------
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// The `p`-quantile (0..=1) of `samples`, nearest rank.
-fn quantile(samples: &[Duration], p: f64) -> Duration {
-    assert!(!samples.is_empty(), "no samples");
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[rank]
-}
-
-/// Jain's fairness index: (Σx)² / (n·Σx²); 1 when all equal, 1/n when one gets everything.
-fn jain(counts: &[u64]) -> f64 {
-    let sum: f64 = counts.iter().map(|&c| c as f64).sum();
-    let squares: f64 = counts.iter().map(|&c| (c as f64) * (c as f64)).sum();
-    if squares == 0.0 {
-        return 0.0;
-    }
-    sum * sum / (counts.len() as f64 * squares)
-}
 
 /// Spawns `m.acquire(key, o)` and returns the task, which yields the instant the acquire
 /// returned together with its result.
@@ -300,9 +109,9 @@ async fn handoff_latency_is_a_few_round_trips() {
     eprintln!(
         "hand-off latency over {} hand-offs: p50 {:.3} ms, p90 {:.3} ms, max {:.3} ms",
         latencies.len(),
-        ms(p50),
-        ms(p90),
-        ms(max)
+        ms_f64(p50),
+        ms_f64(p90),
+        ms_f64(max)
     );
     assert!(
         p50 < Duration::from_millis(5),
@@ -324,9 +133,9 @@ async fn handoff_latency_twin_polling_is_much_slower() {
     let (pushed_p50, polled_p50) = (quantile(&pushed, 0.5), quantile(&polled, 0.5));
     eprintln!(
         "hand-off p50 {:.3} ms (20 rounds) vs handoff(false) p50 {:.3} ms, p90 {:.3} ms (50 rounds)",
-        ms(pushed_p50),
-        ms(polled_p50),
-        ms(quantile(&polled, 0.9))
+        ms_f64(pushed_p50),
+        ms_f64(polled_p50),
+        ms_f64(quantile(&polled, 0.9))
     );
     assert!(
         polled_p50 >= pushed_p50 * 3 && polled_p50 >= Duration::from_millis(5),
@@ -397,12 +206,12 @@ async fn fairness_run(server: &RedisServer, handoff: bool, duration: Duration) -
 async fn fifo_fairness_no_starvation() {
     let server = RedisServer::start();
     let fair = fairness_run(&server, true, Duration::from_secs(2)).await;
-    let fair_jain = jain(&fair.counts);
+    let fair_jain = jain(&fair.counts).unwrap_or(0.0);
     eprintln!(
         "hand-off: counts {:?}, total {}, Jain {fair_jain:.4}, max wait {:.1} ms, gave up {}",
         fair.counts,
         fair.counts.iter().sum::<u64>(),
-        ms(fair.max_wait),
+        ms_f64(fair.max_wait),
         fair.gave_up
     );
     let polled = fairness_run(&server, false, Duration::from_secs(2)).await;
@@ -410,8 +219,8 @@ async fn fifo_fairness_no_starvation() {
         "handoff(false) twin: counts {:?}, total {}, Jain {:.4}, max wait {:.1} ms, gave up {}",
         polled.counts,
         polled.counts.iter().sum::<u64>(),
-        jain(&polled.counts),
-        ms(polled.max_wait),
+        jain(&polled.counts).unwrap_or(0.0),
+        ms_f64(polled.max_wait),
         polled.gave_up
     );
     assert!(
@@ -478,7 +287,7 @@ async fn count_commands(server: &RedisServer, o: &LockOptions) -> CommandCount {
     }
     let elapsed = started.elapsed();
     let stats = commandstats(&mut raw).await;
-    let pubsub: String = query(&mut raw, &["CLIENT", "LIST", "TYPE", "pubsub"]).await;
+    let pubsub: String = query(&mut raw, &cmd(&["CLIENT", "LIST", "TYPE", "pubsub"])).await;
     drop(managers);
     CommandCount {
         acquisitions: ROUNDS * CONTENDERS as u64,
@@ -497,7 +306,7 @@ fn print_count(label: &str, count: &CommandCount) {
         count.per_acquisition(),
         count.publishes,
         count.pubsub_connections,
-        ms(count.elapsed)
+        ms_f64(count.elapsed)
     );
 }
 
@@ -576,7 +385,7 @@ async fn missed_wakeup_after_pubsub_kill_costs_at_most_one_refresh() {
     let guard = must_acquire(&holder, "missed", &opts(10_000, 0)).await;
     let task = spawn_acquire(&waiter, "missed", &opts(10_000, 5_000));
     wait_queue_len(&mut raw, 1).await;
-    let killed: i64 = query(&mut raw, &["CLIENT", "KILL", "TYPE", "pubsub"]).await;
+    let killed: i64 = query(&mut raw, &cmd(&["CLIENT", "KILL", "TYPE", "pubsub"])).await;
     assert!(killed >= 2, "both managers' pub/sub connections: {killed}");
     let released_at = Instant::now();
     guard.release().await.expect("release");
@@ -609,8 +418,8 @@ async fn assert_pushed_again(
     let p50 = quantile(&later, 0.5);
     eprintln!(
         "{when}: hand-off p50 {:.3} ms, max {:.3} ms",
-        ms(p50),
-        ms(quantile(&later, 1.0))
+        ms_f64(p50),
+        ms_f64(quantile(&later, 1.0))
     );
     assert!(
         p50 < Duration::from_millis(10),
@@ -633,9 +442,9 @@ async fn missed_wakeup_forced_is_recovered_by_the_refresh() {
     let guard = must_acquire(&holder, "missed", &opts(10_000, 0)).await;
     let task = spawn_acquire(&waiter, "missed", &opts(10_000, 5_000));
     wait_queue_len(&mut raw, 1).await;
-    let _: () = query(&mut raw, &["ACL", "SETUSER", "default", "-subscribe"]).await;
+    let _: () = query(&mut raw, &cmd(&["ACL", "SETUSER", "default", "-subscribe"])).await;
     let before = script_calls(&mut raw).await;
-    let killed: i64 = query(&mut raw, &["CLIENT", "KILL", "TYPE", "pubsub"]).await;
+    let killed: i64 = query(&mut raw, &cmd(&["CLIENT", "KILL", "TYPE", "pubsub"])).await;
     assert!(killed >= 2, "both managers' pub/sub connections: {killed}");
     // The lost subscription makes the waiter re-check at once; its next re-check is then one
     // refresh interval away.
@@ -662,7 +471,7 @@ async fn missed_wakeup_forced_is_recovered_by_the_refresh() {
         .await
         .expect("release");
 
-    let _: () = query(&mut raw, &["ACL", "SETUSER", "default", "+subscribe"]).await;
+    let _: () = query(&mut raw, &cmd(&["ACL", "SETUSER", "default", "+subscribe"])).await;
     assert_pushed_again(
         &holder,
         &waiter,
@@ -815,8 +624,8 @@ async fn dead_waiter_planted_entry_delays_others_less_than_a_second() {
     let fake = "00000000-dead-4000-8000-000000000000";
     let expires = (server_now_ms(&mut raw).await + 600).to_string();
     let entry = format!("{expires}|30000|lock:__wake__:nobody-listens");
-    let _: i64 = query(&mut raw, &["HSET", &entries, fake, &entry]).await;
-    let _: i64 = query(&mut raw, &["LPUSH", &queue, fake]).await;
+    let _: i64 = query(&mut raw, &cmd(&["HSET", &entries, fake, &entry])).await;
+    let _: i64 = query(&mut raw, &cmd(&["LPUSH", &queue, fake])).await;
     assert_eq!(lrange(&mut raw, &queue).await[0], fake, "planted ahead");
 
     let released_at = Instant::now();
@@ -959,15 +768,6 @@ async fn try_acquire_and_wait_zero_never_enqueue() {
 
 // ---- 8. a waiter cancelled right when it is handed the lock -----------------------------------
 
-/// The ids of the pub/sub clients connected now (`CLIENT LIST TYPE pubsub`).
-async fn pubsub_client_ids(con: &mut MultiplexedConnection) -> Vec<String> {
-    let list: String = query(con, &["CLIENT", "LIST", "TYPE", "pubsub"]).await;
-    list.lines()
-        .filter_map(|line| line.strip_prefix("id=")?.split(' ').next())
-        .map(str::to_owned)
-        .collect()
-}
-
 /// 8a, deterministic: the first of two queued waiters is handed the lock while it cannot be
 /// woken (its manager's pub/sub connection was killed and `SUBSCRIBE` is refused, so it sleeps
 /// until its next re-check), and its task is aborted right then. Its withdrawal releases the
@@ -996,9 +796,9 @@ async fn cancelled_waiter_handed_while_asleep_passes_the_lock_on() {
     let second = spawn_acquire(&second_m, "asleep", &wait);
     wait_queue_len(&mut raw, 2).await;
 
-    let _: () = query(&mut raw, &["ACL", "SETUSER", "default", "-subscribe"]).await;
+    let _: () = query(&mut raw, &cmd(&["ACL", "SETUSER", "default", "-subscribe"])).await;
     let calls = script_calls(&mut raw).await;
-    let _: () = query(&mut raw, &["CLIENT", "KILL", "ID", &first_pubsub[0]]).await;
+    let _: () = query(&mut raw, &cmd(&["CLIENT", "KILL", "ID", &first_pubsub[0]])).await;
     // The lost subscription makes the first waiter re-check at once; then it sleeps 250 ms.
     wait_script_calls_above(&mut raw, calls).await;
     guard.release().await.expect("release");
@@ -1026,7 +826,7 @@ async fn cancelled_waiter_handed_while_asleep_passes_the_lock_on() {
         "the cancelled waiter's withdrawal must pass the handed key on, not leave it to the 500 ms claim window: {latency:?}"
     );
     got.release().await.expect("release");
-    let _: () = query(&mut raw, &["ACL", "SETUSER", "default", "+subscribe"]).await;
+    let _: () = query(&mut raw, &cmd(&["ACL", "SETUSER", "default", "+subscribe"])).await;
     assert!(
         queue_gone_within(&mut raw, Duration::from_millis(200))
             .await
@@ -1227,10 +1027,10 @@ async fn mixed_modes_polling_acquirer_does_not_barge() {
     let stale = "00000000-0000-4000-8000-0000000stale";
     let expired = (server_now_ms(&mut raw).await - 1).to_string();
     let entry = format!("{expired}|30000|lock:__wake__:nobody-listens");
-    let _: i64 = query(&mut raw, &["HSET", &entries, stale, &entry]).await;
-    let _: i64 = query(&mut raw, &["RPUSH", &queue, stale]).await;
-    let _: i64 = query(&mut raw, &["PEXPIRE", &queue, "5000"]).await;
-    let _: i64 = query(&mut raw, &["PEXPIRE", &entries, "5000"]).await;
+    let _: i64 = query(&mut raw, &cmd(&["HSET", &entries, stale, &entry])).await;
+    let _: i64 = query(&mut raw, &cmd(&["RPUSH", &queue, stale])).await;
+    let _: i64 = query(&mut raw, &cmd(&["PEXPIRE", &queue, "5000"])).await;
+    let _: i64 = query(&mut raw, &cmd(&["PEXPIRE", &entries, "5000"])).await;
     let free = polling_m
         .try_acquire("mixed", &polling)
         .await

@@ -10,15 +10,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::*;
 use futures_util::StreamExt;
 use lockcore::{LockError, LockManager, LockOptions};
+use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::{Barrier, broadcast};
 use tokio::time::{Instant, sleep};

@@ -5,14 +5,12 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::*;
 use lockcore::{Idempotency, LockError, LockManager, distributed_lock, idempotent};
+use lockcore_tests::*;
 use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error)]

@@ -4,12 +4,10 @@
 // covers only the test fns themselves).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockManager};
+use lockcore_tests::*;
 use tokio::time::{Instant, sleep};
 
 // ---- C06: NOSCRIPT ----------------------------------------------------------------------------

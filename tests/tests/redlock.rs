@@ -9,14 +9,12 @@
 // Test helpers outside `#[test]` fns may panic on failure too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockManager, LockOptions};
+use lockcore_tests::*;
 use lockcore_tests::{Direction, FaultProxy};
 use redis::aio::MultiplexedConnection;
 use tokio::sync::Barrier;

@@ -3,12 +3,10 @@
 //! proxy that delays requests past the node timeout is a node that is briefly unreachable (its
 //! commands still run, late, as on a real network).
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockManager, LockOptions};
+use lockcore_tests::*;
 use lockcore_tests::{Direction, FaultProxy};
 
 async fn three_nodes() -> (Vec<RedisServer>, Vec<FaultProxy>, LockManager) {

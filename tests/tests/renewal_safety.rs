@@ -5,12 +5,10 @@
 //! The promise under test: a guard's deadline never passes the expiry Redis applied, a failing
 //! renewal is paced and logged once, and a bad key fails only its own lease.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockGuard, LockManager, LockOptions};
+use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 use tokio::time::{Instant, sleep};
 

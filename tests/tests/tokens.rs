@@ -6,14 +6,12 @@
 // covers only the test fns themselves).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::*;
 use lockcore::{LockError, LockGuard, LockManager, LockOptions};
+use lockcore_tests::*;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep};
 

@@ -8,17 +8,13 @@
 //! Random choices use `fastrand` with a seed printed on stderr; set `WATCHDOG_TEST_SEED` to
 //! replay one.
 
-mod common;
-
-use std::io::{BufRead as _, BufReader, Write as _};
-use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::*;
 use futures_util::FutureExt as _;
 use lockcore::{LockError, LockGuard, LockManager, LockOptions, distributed_lock};
+use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -960,53 +956,37 @@ const MONITOR_END: &str = "watchdog-monitor-end";
 /// Reads a `MONITOR` stream until the `ECHO MONITOR_END` marker (or a 15 s read timeout) and
 /// counts what runs between the first and the second `INFO` command.
 fn monitor(port: u16, ready: oneshot::Sender<()>) -> MonitorCounts {
-    let mut stream = TcpStream::connect(("127.0.0.1", port))
-        .unwrap_or_else(|e| panic!("MONITOR connection: {e}"));
-    stream
-        .set_read_timeout(Some(Duration::from_secs(15)))
-        .unwrap_or_else(|e| panic!("{e}"));
-    stream
-        .write_all(b"MONITOR\r\n")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut lines = BufReader::new(stream);
-    let mut line = String::new();
-    lines.read_line(&mut line).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(line.trim_end(), "+OK", "MONITOR reply");
+    let mut stream = monitor::MonitorStream::connect(port, Duration::from_secs(15));
     let _ = ready.send(());
 
     let mut counts = MonitorCounts::default();
     let mut infos = 0;
     loop {
-        line.clear();
-        match lines.read_line(&mut line) {
-            Ok(0) | Err(_) => panic!("MONITOR stream ended before the end marker"),
-            Ok(_) => {}
-        }
-        // `+1700000000.123456 [0 127.0.0.1:5555] "evalsha" "..." ...`, or `[0 lua]`.
-        let (Some(open), Some(close)) = (line.find('['), line.find(']')) else {
+        let Some(line) = stream.next_raw() else {
+            panic!("MONITOR stream ended before the end marker")
+        };
+        let Some(parsed) = monitor::parse_line(line.as_bytes()) else {
             continue;
         };
-        let source = &line[open + 1..close];
-        let command = line[close + 1..]
-            .split('"')
-            .nth(1)
-            .unwrap_or("")
-            .to_ascii_lowercase();
         if line.contains(MONITOR_END) {
             return counts;
         }
-        if command == "info" {
+        if parsed.command == "INFO" {
             infos += 1;
             continue;
         }
         if infos != 1 {
             continue;
         }
-        if source.ends_with(" lua") {
-            counts.from_scripts += 1;
-        } else {
-            counts.from_clients += 1;
-            *counts.per_client_command.entry(command).or_default() += 1;
+        match parsed.source {
+            monitor::Source::Lua => counts.from_scripts += 1,
+            monitor::Source::Client => {
+                counts.from_clients += 1;
+                *counts
+                    .per_client_command
+                    .entry(parsed.command.to_ascii_lowercase())
+                    .or_default() += 1;
+            }
         }
     }
 }

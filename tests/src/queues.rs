@@ -1,0 +1,152 @@
+//! Probes of the hand-off machinery's server-side state: waiter queues (`__waitq__` lists and
+//! `__waiters__` entry hashes), wake-up channels and pub/sub clients. Queue keys are found with
+//! `KEYS`, never computed from lockcore internals.
+
+use std::time::Duration;
+
+use lockcore::LockManager;
+use redis::aio::MultiplexedConnection;
+use tokio::time::{Instant, sleep};
+
+use crate::{RedisServer, cmd, manager, query};
+
+/// `KEYS` pattern of the waiter queue lists.
+pub const QUEUE_PATTERN: &str = "*__waitq__*";
+/// `KEYS` pattern of the waiter entry hashes.
+pub const ENTRIES_PATTERN: &str = "*__waiters__*";
+/// `PUBSUB CHANNELS` pattern of the wake-up channels.
+pub const CHANNEL_PATTERN: &str = "lock:__wake__:*";
+/// Step of every bounded poll of Redis state.
+pub const POLL: Duration = Duration::from_millis(1);
+/// Bound of every poll that waits for a waiter to show up in Redis.
+pub const SHOW_UP: Duration = Duration::from_secs(2);
+
+/// `KEYS pattern`.
+pub async fn keys(con: &mut MultiplexedConnection, pattern: &str) -> Vec<String> {
+    query(con, &cmd(&["KEYS", pattern])).await
+}
+
+/// Both kinds of queue keys (lists and entry hashes) on the server.
+pub async fn queue_leftovers(con: &mut MultiplexedConnection) -> Vec<String> {
+    let mut found = keys(con, QUEUE_PATTERN).await;
+    found.extend(keys(con, ENTRIES_PATTERN).await);
+    found
+}
+
+/// The single key matching `pattern`, if exactly one exists.
+pub async fn single_key(con: &mut MultiplexedConnection, pattern: &str) -> Option<String> {
+    let mut found = keys(con, pattern).await;
+    (found.len() == 1).then(|| found.remove(0))
+}
+
+/// `LLEN key`.
+pub async fn llen(con: &mut MultiplexedConnection, key: &str) -> usize {
+    query(con, &cmd(&["LLEN", key])).await
+}
+
+/// `LRANGE key 0 -1`.
+pub async fn lrange(con: &mut MultiplexedConnection, key: &str) -> Vec<String> {
+    query(con, &cmd(&["LRANGE", key, "0", "-1"])).await
+}
+
+/// `HEXISTS key field`.
+pub async fn hexists(con: &mut MultiplexedConnection, key: &str, field: &str) -> bool {
+    let n: i64 = query(con, &cmd(&["HEXISTS", key, field])).await;
+    n == 1
+}
+
+/// Polls until the (single) waiter queue holds `n` tokens; returns the queue list's key and
+/// the entries hash's key. Panics after [`SHOW_UP`].
+pub async fn wait_queue_len(con: &mut MultiplexedConnection, n: usize) -> (String, String) {
+    let started = Instant::now();
+    while started.elapsed() < SHOW_UP {
+        if let Some(queue) = single_key(con, QUEUE_PATTERN).await
+            && llen(con, &queue).await == n
+        {
+            let entries = single_key(con, ENTRIES_PATTERN)
+                .await
+                .unwrap_or_else(|| panic!("a queue list comes with its entries hash"));
+            return (queue, entries);
+        }
+        sleep(POLL).await;
+    }
+    panic!(
+        "the waiter queue did not reach {n} tokens within {SHOW_UP:?}: queue keys {:?}",
+        queue_leftovers(con).await
+    );
+}
+
+/// Polls until no queue key is left; returns how long that took, `None` if still there after
+/// `within`.
+pub async fn queue_gone_within(
+    con: &mut MultiplexedConnection,
+    within: Duration,
+) -> Option<Duration> {
+    let started = Instant::now();
+    loop {
+        if queue_leftovers(con).await.is_empty() {
+            return Some(started.elapsed());
+        }
+        if started.elapsed() >= within {
+            return None;
+        }
+        sleep(POLL).await;
+    }
+}
+
+/// Polls until Redis has run more than `before` script calls (the signal that a waiter's
+/// attempt has run). Panics after [`SHOW_UP`].
+pub async fn wait_script_calls_above(con: &mut MultiplexedConnection, before: u64) -> Duration {
+    let started = Instant::now();
+    while started.elapsed() < SHOW_UP {
+        if crate::script_calls(con).await > before {
+            return started.elapsed();
+        }
+        sleep(POLL).await;
+    }
+    panic!("no script call reached Redis within {SHOW_UP:?}");
+}
+
+/// The wake-up channels subscribed now.
+pub async fn wake_channels(con: &mut MultiplexedConnection) -> Vec<String> {
+    query(con, &cmd(&["PUBSUB", "CHANNELS", CHANNEL_PATTERN])).await
+}
+
+/// `PUBSUB NUMSUB channel`: how many clients subscribe to it.
+pub async fn numsub(con: &mut MultiplexedConnection, channel: &str) -> i64 {
+    let (_, n): (String, i64) = query(con, &cmd(&["PUBSUB", "NUMSUB", channel])).await;
+    n
+}
+
+/// The server clock in ms, as the scripts read it (`TIME`).
+pub async fn server_now_ms(con: &mut MultiplexedConnection) -> u64 {
+    let (secs, micros): (u64, u64) = query(con, &cmd(&["TIME"])).await;
+    secs * 1000 + micros / 1000
+}
+
+/// The ids of the pub/sub clients connected now (`CLIENT LIST TYPE pubsub`).
+pub async fn pubsub_client_ids(con: &mut MultiplexedConnection) -> Vec<String> {
+    let list: String = query(con, &cmd(&["CLIENT", "LIST", "TYPE", "pubsub"])).await;
+    list.lines()
+        .filter_map(|line| line.strip_prefix("id=")?.split(' ').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A manager on `server` and the wake-up channel it subscribed to when it was built (the one
+/// channel that appeared meanwhile).
+pub async fn manager_with_channel(
+    server: &RedisServer,
+    raw: &mut MultiplexedConnection,
+) -> (LockManager, String) {
+    let before = wake_channels(raw).await;
+    let m = manager(server).await;
+    let after = wake_channels(raw).await;
+    let new: Vec<String> = after.into_iter().filter(|c| !before.contains(c)).collect();
+    assert_eq!(
+        new.len(),
+        1,
+        "building a manager subscribes exactly one wake-up channel, got {new:?}"
+    );
+    (m, new[0].clone())
+}
