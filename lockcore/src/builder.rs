@@ -9,6 +9,7 @@ use redis::{Client, IntoConnectionInfo};
 
 use crate::fencing::FencingCounter;
 use crate::handoff::Handoff;
+use crate::holder::HolderStamp;
 use crate::key::DEFAULT_KEY_PREFIX;
 use crate::redlock::Nodes;
 use crate::{LockError, LockManager, LockOptions};
@@ -53,6 +54,7 @@ pub struct LockManagerBuilder {
     connection_timeout: Duration,
     response_timeout: Duration,
     node_timeout: Option<Duration>,
+    process_label: Option<String>,
 }
 
 impl Default for LockManagerBuilder {
@@ -65,6 +67,7 @@ impl Default for LockManagerBuilder {
             connection_timeout: Duration::from_secs(1),
             response_timeout: Duration::from_millis(500),
             node_timeout: None,
+            process_label: None,
         }
     }
 }
@@ -177,7 +180,16 @@ impl LockManagerBuilder {
             self.key_prefix,
             self.default_options,
             self.fencing_counter,
+            HolderStamp::new(self.process_label.as_deref()),
         ))
+    }
+
+    /// A label for this process in the holder metadata of every lock it takes (for example the
+    /// service and instance name, `"orders-7"`), shown by `lockctl` beside host and pid. Default:
+    /// none. See [`holder`](crate::holder) for what the lock value holds.
+    pub fn process_label(mut self, label: impl Into<String>) -> Self {
+        self.process_label = Some(label.into());
+        self
     }
 }
 

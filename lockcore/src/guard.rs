@@ -32,7 +32,7 @@ impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("key", &self.lease.key)
-            .field("token", &self.lease.token)
+            .field("token", &self.token())
             .field("fencing_token", &self.lease.fencing_token)
             .field("deadline", &self.lease.deadline())
             .field("status", &self.lease.status())
@@ -60,9 +60,17 @@ impl LockGuard {
         &self.lease.key
     }
 
-    /// The random 128-bit token stored as the key's value: a hyphenated UUID v4 string, fresh
-    /// for every acquisition.
+    /// The random 128-bit token at the start of the key's value: a hyphenated UUID v4 string,
+    /// fresh for every acquisition. The value also carries the holder metadata: see
+    /// [`stored_value`](Self::stored_value).
     pub fn token(&self) -> &str {
+        crate::holder::token_of(&self.lease.token)
+    }
+
+    /// The exact value stored at the key: the [`token`](Self::token), a space and the holder
+    /// metadata as compact JSON (see [`holder`](crate::holder)). Release, extend and renewal
+    /// compare this whole value.
+    pub fn stored_value(&self) -> &str {
         &self.lease.token
     }
 

@@ -36,6 +36,7 @@ struct Times {
 #[derive(Debug)]
 pub(crate) struct Lease {
     pub(crate) key: String,
+    /// The whole lock value: token and holder metadata (see `holder`).
     pub(crate) token: String,
     pub(crate) fencing_token: u64,
     /// When the successful acquire attempt started.

@@ -8,6 +8,7 @@ mod fencing;
 mod global;
 mod guard;
 mod handoff;
+pub mod holder;
 mod key;
 mod lease;
 mod manager;

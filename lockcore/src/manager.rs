@@ -10,6 +10,7 @@ use crate::builder::LockManagerBuilder;
 use crate::fencing::{self, FencingCounter};
 use crate::guard::LockGuard;
 use crate::handoff::{self, Handoff};
+use crate::holder::HolderStamp;
 use crate::key::full_key;
 use crate::lease::{Lease, validity};
 use crate::redlock::{Nodes, Vote};
@@ -64,6 +65,8 @@ struct Inner {
     /// and where the watchdog runs.
     runtime: Handle,
     watchdog: Arc<Watchdog>,
+    /// Host, pid and label, precomputed for every lock value (see `holder`).
+    holder: HolderStamp,
 }
 
 impl std::fmt::Debug for LockManager {
@@ -91,6 +94,7 @@ impl LockManager {
         key_prefix: String,
         default_options: LockOptions,
         fencing_counter: FencingCounter,
+        holder: HolderStamp,
     ) -> Self {
         LockManager {
             inner: Arc::new(Inner {
@@ -101,6 +105,7 @@ impl LockManager {
                 fencing_counter,
                 runtime: Handle::current(),
                 watchdog: Arc::default(),
+                holder,
             }),
         }
     }
@@ -161,7 +166,7 @@ impl LockManager {
         // On one node the waiter queue knows a waiter by its token, so one token serves the
         // whole call; Redlock draws one per attempt, so that a late cleanup of a failed attempt
         // can never touch a later attempt's lock.
-        let call_token = self.inner.handoff.as_ref().map(|_| new_token());
+        let call_token = self.inner.handoff.as_ref().map(|_| self.new_value(opts));
         // Register for wake-ups before the first attempt: the attempt that finds the key held
         // queues this waiter, so no release can slip between that check and the wait.
         let waiter = match (&self.inner.handoff, &call_token) {
@@ -177,7 +182,7 @@ impl LockManager {
             .and(self.inner.handoff.as_deref())
             .map(Handoff::channel);
         loop {
-            let token = call_token.clone().unwrap_or_else(new_token);
+            let token = call_token.clone().unwrap_or_else(|| self.new_value(opts));
             let give_up_at = started + opts.wait_budget();
             match self
                 .attempt(&key, token, opts, wake_channel, Some(give_up_at))
@@ -234,7 +239,10 @@ impl LockManager {
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
-        match self.attempt(&key, new_token(), opts, None, None).await? {
+        match self
+            .attempt(&key, self.new_value(opts), opts, None, None)
+            .await?
+        {
             Attempt::Acquired(guard) => Ok(Some(guard)),
             Attempt::Held { .. } => Ok(None),
         }
@@ -345,7 +353,9 @@ impl LockManager {
     }
 }
 
-/// A fresh random 128-bit token: a UUID v4 in its hyphenated form.
-fn new_token() -> String {
-    uuid::Uuid::new_v4().hyphenated().to_string()
+impl LockManager {
+    /// A fresh lock value: a random 128-bit token (UUID v4) and the holder metadata.
+    fn new_value(&self, opts: &LockOptions) -> String {
+        self.inner.holder.mint(opts.key_template_value())
+    }
 }

@@ -55,6 +55,12 @@ pub fn options(
     opts
 }
 
+/// `opts` with the attribute's key template, for holder metadata and metric labels.
+/// The expansion may call this on the result of [`options`].
+pub fn with_key_template(opts: LockOptions, template: &'static str) -> LockOptions {
+    opts.with_key_template(template)
+}
+
 /// `manager.acquire(key, opts)`.
 pub async fn acquire(
     manager: &LockManager,
