@@ -52,6 +52,27 @@ pub fn split_value(value: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// The hand-off waiter queue of `lock_key` (the full key, prefix included), and the hash of its
+/// entries: a Redis list of waiters' lock values in queue order, and a hash from each value to
+/// `<expires_ms>|<ttl_ms>|<channel>` (the entry is live while `expires_ms`, server time, is in
+/// the future). Both live under `prefix` and in `lock_key`'s cluster slot.
+///
+/// A waiter's queued value is exactly the value it will hold once the lock is handed to it.
+pub fn waiter_queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
+    crate::handoff::queue_keys(prefix, lock_key)
+}
+
+/// Whether `key` (full key, prefix included) is one of the library's auxiliary keys under
+/// `prefix` (a fencing counter or a waiter queue) rather than a lock. Lock keys can never take
+/// these names.
+pub fn is_auxiliary_key(prefix: &str, key: &str) -> bool {
+    key.strip_prefix(prefix).is_some_and(|name| {
+        crate::key::RESERVED
+            .iter()
+            .any(|reserved| name.starts_with(reserved))
+    })
+}
+
 /// The token part of a lock value minted by this crate.
 pub(crate) fn token_of(value: &str) -> &str {
     split_value(value).0
@@ -145,6 +166,16 @@ mod tests {
         assert_eq!(meta["key_template"], "order:<id>");
         assert!(meta["host"].is_string());
         assert!(meta["acquired_at"].as_u64().unwrap() > 1_600_000_000_000);
+    }
+
+    #[test]
+    fn auxiliary_keys_are_recognised() {
+        let (queue, entries) = waiter_queue_keys("lock:", "lock:order:1");
+        for key in [queue.as_str(), entries.as_str(), "lock:__fencing_counter__"] {
+            assert!(is_auxiliary_key("lock:", key), "{key}");
+        }
+        assert!(!is_auxiliary_key("lock:", "lock:order:1"));
+        assert!(!is_auxiliary_key("lock:", "other:__waitq__x"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::fencing::COUNTER_NAME;
 use crate::handoff::{ENTRIES_NAME, QUEUE_NAME};
 
 /// Key name prefixes of lockcore's auxiliary keys (fencing counter, waiter queue).
-const RESERVED: [&str; 3] = [COUNTER_NAME, QUEUE_NAME, ENTRIES_NAME];
+pub(crate) const RESERVED: [&str; 3] = [COUNTER_NAME, QUEUE_NAME, ENTRIES_NAME];
 
 /// The default key prefix, `"lock:"`.
 pub const DEFAULT_KEY_PREFIX: &str = "lock:";
