@@ -1,12 +1,17 @@
 //! The command line, as fixed by DESIGN.md §8.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
 
 /// Inspect and operate lockcore locks in Redis.
 ///
 /// KEY and PATTERN are full Redis keys, prefix included, exactly as `list` prints them.
 #[derive(Debug, Parser)]
-#[command(name = "lockctl", version, about)]
+#[command(
+    name = "lockctl",
+    version,
+    about,
+    group = ArgGroup::new("target").args(["url", "cluster", "sentinel"])
+)]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) connect: Connect,
@@ -20,16 +25,23 @@ pub(crate) struct Cli {
 
 /// Where the locks live: exactly one of `--url`, `--cluster` or `--sentinel`.
 #[derive(Debug, Args)]
-#[group(required = true, multiple = false)]
 pub(crate) struct Connect {
     /// One Redis node: `redis://[user:password@]host:port/[db]` or `rediss://...` (TLS).
     #[arg(long, global = true)]
     pub(crate) url: Option<String>,
-    /// Redis Cluster seed nodes; every primary is scanned.
-    #[arg(long, global = true, num_args = 1..)]
+    /// Redis Cluster seed nodes; every primary is scanned. Several URLs: repeat the flag or
+    /// separate them with commas.
+    #[arg(long, global = true, action = ArgAction::Append, value_delimiter = ',')]
     pub(crate) cluster: Vec<String>,
-    /// Sentinel nodes; the primary of `--master` is resolved through them.
-    #[arg(long, global = true, num_args = 1.., requires = "master")]
+    /// Sentinel nodes; the primary of `--master` is resolved through them (several URLs as
+    /// for `--cluster`).
+    #[arg(
+        long,
+        global = true,
+        action = ArgAction::Append,
+        value_delimiter = ',',
+        requires = "master"
+    )]
     pub(crate) sentinel: Vec<String>,
     /// The Sentinel master name (with `--sentinel`).
     #[arg(long, global = true)]

@@ -66,6 +66,15 @@ impl Target {
                 })?;
             return Ok(Target::Cluster(conn));
         }
+        if args.sentinel.is_empty() {
+            return Err(CtlError::BadInput {
+                what: "command line",
+                value: "no server given".to_owned(),
+                reason:
+                    "expected one of `--url URL`, `--cluster URL` or `--sentinel URL --master NAME`"
+                        .to_owned(),
+            });
+        }
         let master = args.master.as_deref().unwrap_or_default();
         let mut node_info = redis::sentinel::SentinelNodeConnectionInfo::default();
         if let Some(url) = args.sentinel.first() {

@@ -238,8 +238,9 @@ async fn bad_input_gives_one_line_and_a_non_zero_exit() {
     fails_with(&["--url", "definitely not a url", "list"], &["bad URL"]).await;
     server.stop();
     fails_with(&["--url", &url, "list"], &["cannot connect", &url]).await;
+    fails_with(&["list"], &["expected one of `--url URL`"]).await;
     // clap's own usage errors exit with 2 and never panic.
-    let run = lockctl(&["list"]).await;
+    let run = lockctl(&["--url", &url, "--cluster", &url, "list"]).await;
     assert_eq!(run.code, Some(2), "{run:?}");
 }
 
