@@ -5,6 +5,8 @@
 //! library writes them (`<token> <metadata JSON>`, waiter queue keys from
 //! `lockcore::holder::waiter_queue_keys`, in the lock key's slot).
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod common;
 
 use std::process::Command;

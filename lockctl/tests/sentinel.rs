@@ -1,6 +1,8 @@
 //! `lockctl --sentinel URL --master NAME` against a real primary and one real Sentinel
 //! (`redis-server FILE --sentinel`) started here.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod common;
 
 use std::process::{Child, Command, Stdio};

@@ -1,6 +1,8 @@
 //! `lockctl` against a real single `redis-server`, with locks held by real managers in this
 //! process: list, inspect, release and watch, and the one-line errors.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Duration;
