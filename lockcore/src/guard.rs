@@ -4,8 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::lease::{Lease, LeaseStatus};
+use crate::telemetry;
 use crate::watchdog::Registration;
 use crate::{LockError, LockManager, LockOptions};
 
@@ -144,9 +146,16 @@ impl LockGuard {
             .manager
             .nodes()
             .release(&self.lease.key, &self.lease.token, self.lease.ttl())
+            .instrument(telemetry::release_span(&self.lease))
             .await?;
         self.released = true;
         let was_held = self.lease.settle(LeaseStatus::Released);
+        let outcome = if deleted && was_held {
+            "released"
+        } else {
+            "lost"
+        };
+        telemetry::released(&self.lease, outcome);
         if deleted && was_held {
             Ok(())
         } else {
@@ -184,9 +193,20 @@ impl LockGuard {
             }
             Ok(())
         } else {
-            self.lease.settle(LeaseStatus::Lost);
+            if self.lease.settle(LeaseStatus::Lost) {
+                telemetry::lost(
+                    &self.lease,
+                    "extend_refused",
+                    "extend found the key expired or held by another token; lock lost",
+                );
+            }
             Err(self.lost_error())
         }
+    }
+
+    /// The attribute's key template, or `"-"`: a telemetry label.
+    pub(crate) fn key_template(&self) -> &'static str {
+        self.lease.key_template.unwrap_or(telemetry::NO_TEMPLATE)
     }
 
     fn lost_error(&self) -> LockError {
@@ -202,6 +222,7 @@ impl Drop for LockGuard {
         // Also for a lease known lost: a refused extend or a starved watchdog may leave this
         // token on (some) nodes, and a compare-and-delete never touches another holder's key.
         if !self.released {
+            telemetry::released(&self.lease, "dropped");
             self.lease.settle(LeaseStatus::Released);
             self.manager.spawn_release(
                 self.lease.key.clone(),

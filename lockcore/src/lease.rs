@@ -41,6 +41,8 @@ pub(crate) struct Lease {
     pub(crate) fencing_token: u64,
     /// When the successful acquire attempt started.
     pub(crate) acquired_at: Instant,
+    /// The `#[distributed_lock]` key template, for telemetry labels.
+    pub(crate) key_template: Option<&'static str>,
     times: Mutex<Times>,
     status: watch::Sender<LeaseStatus>,
 }
@@ -59,6 +61,7 @@ impl Lease {
             token,
             fencing_token,
             acquired_at: attempt_start,
+            key_template: None,
             times: Mutex::new(Times {
                 ttl,
                 renewed_at: attempt_start,
@@ -66,6 +69,12 @@ impl Lease {
             }),
             status: watch::Sender::new(LeaseStatus::Held),
         }
+    }
+
+    /// The lease of a key rendered from `template` (the attribute's).
+    pub(crate) fn with_key_template(mut self, template: Option<&'static str>) -> Self {
+        self.key_template = template;
+        self
     }
 
     fn times(&self) -> Times {

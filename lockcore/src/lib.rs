@@ -17,6 +17,7 @@ mod redlock;
 mod release;
 mod scripts;
 mod slot;
+mod telemetry;
 mod watchdog;
 
 #[doc(hidden)]

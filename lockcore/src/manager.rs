@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::runtime::Handle;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::builder::LockManagerBuilder;
 use crate::fencing::{self, FencingCounter};
@@ -15,6 +16,7 @@ use crate::key::full_key;
 use crate::lease::{Lease, validity};
 use crate::redlock::{Nodes, Vote};
 use crate::release::PendingAcquire;
+use crate::telemetry::AcquireProbe;
 use crate::watchdog::{Registration, Watchdog};
 use crate::{LockError, LockOptions};
 
@@ -160,6 +162,22 @@ impl LockManager {
     /// - [`LockError::QuorumUnreachable`] (Redlock) after the first round in which fewer than a
     ///   quorum of nodes answered.
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
+        let prefix = &self.inner.key_prefix;
+        let probe = AcquireProbe::start(prefix, key, opts.key_template_value(), false);
+        let result = self
+            .acquire_probed(key, opts, &probe)
+            .instrument(probe.span())
+            .await;
+        probe.finish(&result.as_ref().map(Some));
+        result
+    }
+
+    async fn acquire_probed(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        probe: &AcquireProbe,
+    ) -> Result<LockGuard, LockError> {
         let key = self.checked_key(key, opts)?;
         let started = Instant::now();
         let mut backoff = opts.backoff();
@@ -181,9 +199,13 @@ impl LockManager {
             .as_ref()
             .and(self.inner.handoff.as_deref())
             .map(Handoff::channel);
+        if waiter.is_some() {
+            probe.queued();
+        }
         loop {
             let token = call_token.clone().unwrap_or_else(|| self.new_value(opts));
             let give_up_at = started + opts.wait_budget();
+            probe.attempt();
             match self
                 .attempt(&key, token, opts, wake_channel, Some(give_up_at))
                 .await?
@@ -195,6 +217,7 @@ impl LockManager {
                     return Ok(guard);
                 }
                 Attempt::Held { holder_ttl } => {
+                    probe.held(&key, holder_ttl);
                     let waited = started.elapsed();
                     let remaining = opts.wait_budget().saturating_sub(waited);
                     if remaining.is_zero() {
@@ -238,6 +261,22 @@ impl LockManager {
         key: &str,
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
+        let prefix = &self.inner.key_prefix;
+        let probe = AcquireProbe::start(prefix, key, opts.key_template_value(), true);
+        probe.attempt();
+        let result = self
+            .try_acquire_once(key, opts)
+            .instrument(probe.span())
+            .await;
+        probe.finish(&result.as_ref().map(Option::as_ref));
+        result
+    }
+
+    async fn try_acquire_once(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
         match self
             .attempt(&key, self.new_value(opts), opts, None, None)
@@ -277,7 +316,8 @@ impl LockManager {
         match vote {
             Ok(Vote::Won { fencing_token }) if !redlock_expired => {
                 pending.disarm();
-                let lease = Lease::new(key.to_owned(), token, fencing_token, ttl, attempt_start);
+                let lease = Lease::new(key.to_owned(), token, fencing_token, ttl, attempt_start)
+                    .with_key_template(opts.key_template_value());
                 Ok(Attempt::Acquired(LockGuard::new(self.clone(), lease, opts)))
             }
             Ok(vote) => {

@@ -7,6 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use futures_util::FutureExt;
+use tracing::Instrument;
 
 use crate::{LockError, LockGuard, LockManager, LockOptions};
 
@@ -109,7 +110,7 @@ pub async fn run_body<F: Future>(
     on_lost: OnLost,
     body: F,
 ) -> Outcome<F::Output> {
-    let body = AssertUnwindSafe(body).catch_unwind();
+    let body = AssertUnwindSafe(body.instrument(crate::telemetry::body_span(guard))).catch_unwind();
     let result = if on_lost == OnLost::Abort && guard.is_watched() {
         tokio::select! {
             biased;

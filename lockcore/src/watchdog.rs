@@ -27,10 +27,11 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::Instrument;
 
-use crate::LockError;
 use crate::lease::{Lease, LeaseStatus};
 use crate::redlock::Nodes;
+use crate::{LockError, telemetry};
 
 /// The most keys renewed by one script call.
 pub(crate) const MAX_BATCH: usize = 512;
@@ -155,17 +156,19 @@ impl Watchdog {
                 return false;
             }
             if now >= lease.deadline() {
-                tracing::warn!(
-                    key = lease.key,
-                    "watchdog could not renew the lease before its deadline; lock lost"
+                telemetry::lost(
+                    lease,
+                    "expired",
+                    "watchdog could not renew the lease before its deadline; lock lost",
                 );
                 lease.settle(LeaseStatus::Lost);
                 return false;
             }
             if entry.hold_until.is_some_and(|until| now >= until) {
-                tracing::warn!(
-                    key = lease.key,
-                    "lock held for its whole max_hold; watchdog stops renewing and reports it lost"
+                telemetry::lost(
+                    lease,
+                    "max_hold",
+                    "lock held for its whole max_hold; watchdog stops renewing and reports it lost",
                 );
                 lease.settle(LeaseStatus::Lost);
                 return false;
@@ -216,20 +219,23 @@ impl Watchdog {
                     }
                     if ok && Instant::now() < lease.deadline() {
                         lease.renewed(start, lease.ttl());
+                        telemetry::renewed(lease);
                         entry.retry_at = None;
                     } else if ok {
                         // Renewed, but only after the lease's validity ran out (Redlock: the
                         // quorum may not have been intact all along). Not ours any more.
-                        tracing::warn!(
-                            key = lease.key,
-                            "watchdog renewal completed after the lease's deadline; lock lost"
+                        telemetry::lost(
+                            lease,
+                            "late_renewal",
+                            "watchdog renewal completed after the lease's deadline; lock lost",
                         );
                         lease.settle(LeaseStatus::Lost);
                         registry.entries.remove(id);
                     } else {
-                        tracing::warn!(
-                            key = lease.key,
-                            "watchdog found the key expired or held by another token; lock lost"
+                        telemetry::lost(
+                            lease,
+                            "taken",
+                            "watchdog found the key expired or held by another token; lock lost",
                         );
                         lease.settle(LeaseStatus::Lost);
                         registry.entries.remove(id);
@@ -237,7 +243,8 @@ impl Watchdog {
                 }
             }
             Err(err) => {
-                tracing::warn!(error = %err, keys = batch.len(), "watchdog renewal failed; retrying within the leases' validity");
+                let leases: Vec<&Lease> = batch.iter().map(|(_, lease)| &**lease).collect();
+                telemetry::renewal_failed(&leases, &err);
                 for (id, lease) in batch {
                     if let Some(entry) = registry.entries.get_mut(id) {
                         entry.retry_at = Some(Instant::now() + retry_interval(lease.ttl()));
@@ -293,7 +300,10 @@ async fn run(running: Running, nodes: Nodes) {
             .iter()
             .map(|(_, lease)| (lease.key.as_str(), lease.token.as_str(), lease.ttl()))
             .collect();
-        let reply = nodes.renew(&leases).await;
+        let reply = nodes
+            .renew(&leases)
+            .instrument(telemetry::renew_span(leases.len()))
+            .await;
         dog.settle_batch(start, &plan.batch, reply);
     }
 }
