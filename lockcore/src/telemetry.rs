@@ -48,7 +48,8 @@ fn template_label(template: Option<&'static str>) -> &'static str {
 pub(crate) struct AcquireProbe {
     span: tracing::Span,
     template: &'static str,
-    started: Instant,
+    /// `None` when neither the span nor metrics want the wait (no clock read then).
+    started: Option<Instant>,
     attempts: AtomicU32,
     queued: AtomicBool,
     contended: AtomicBool,
@@ -75,10 +76,11 @@ impl AcquireProbe {
             waited_ms = Empty,
             fencing_token = Empty,
         );
+        let started = (cfg!(feature = "metrics") || !span.is_disabled()).then(Instant::now);
         AcquireProbe {
             span,
             template,
-            started: Instant::now(),
+            started,
             attempts: AtomicU32::new(0),
             queued: AtomicBool::new(false),
             contended: AtomicBool::new(false),
@@ -130,7 +132,10 @@ impl AcquireProbe {
     }
 
     fn record(&self, outcome: &'static str) {
-        let waited = self.started.elapsed();
+        let Some(started) = self.started else {
+            return;
+        };
+        let waited = started.elapsed();
         self.span.record("outcome", outcome);
         self.span
             .record("attempts", self.attempts.load(Ordering::Relaxed));
@@ -176,6 +181,9 @@ pub(crate) fn release_span(lease: &Lease) -> tracing::Span {
 /// A release answered (`outcome`: `released`, `lost`, `error`) or a guard was dropped
 /// (`dropped`: released in the background).
 pub(crate) fn released(lease: &Lease, outcome: &'static str) {
+    if !cfg!(feature = "metrics") && !tracing::enabled!(target: "lockcore", tracing::Level::DEBUG) {
+        return;
+    }
     let held = lease.acquired_at.elapsed();
     tracing::debug!(target: "lockcore", key = lease.key, outcome, held_ms = u64::try_from(held.as_millis()).unwrap_or(0), "lock released");
     count_release(template_label(lease.key_template), outcome, held);
