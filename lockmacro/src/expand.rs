@@ -212,6 +212,8 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
             }
         },
     };
+    // The template as written: holder metadata and metric labels (never the rendered key).
+    let template = LitStr::new(&config.key.value(), Span::call_site());
     let ttl = millis(config.ttl_ms);
     let wait = millis(config.wait_ms);
     let watchdog = config.watchdog;
@@ -239,7 +241,10 @@ fn generate(config: &Config, func: &Func, ret: &Type, key: TokenStream) -> Token
             #(#inner_attrs)*
             let #key_var: ::std::string::String = #key;
             let #manager_var: #krate::LockManager = #manager;
-            let #options_var = #private::options(&#manager_var, #ttl, #wait, #watchdog);
+            let #options_var = #private::with_key_template(
+                #private::options(&#manager_var, #ttl, #wait, #watchdog),
+                #template,
+            );
             let #guard_var = match #private::acquire(&#manager_var, &#key_var, &#options_var).await {
                 ::core::result::Result::Ok(#value) => #value,
                 ::core::result::Result::Err(#error) => return #from_lock_error(#error),

@@ -16,11 +16,14 @@ pub(crate) async fn create_order(
             > as ::lockcore::__private::LockResult>::from_lock_error(__lock_error);
         }
     };
-    let __lock_options = ::lockcore::__private::options(
-        &__lock_manager,
-        ::core::option::Option::Some(10000u64),
-        ::core::option::Option::None,
-        true,
+    let __lock_options = ::lockcore::__private::with_key_template(
+        ::lockcore::__private::options(
+            &__lock_manager,
+            ::core::option::Option::Some(10000u64),
+            ::core::option::Option::None,
+            true,
+        ),
+        "order:lock:product:<product_id>",
     );
     let __lock_guard = match ::lockcore::__private::acquire(
             &__lock_manager,

@@ -16,11 +16,14 @@ where
             > as ::my_locks::__private::LockResult>::from_lock_error(__lock_error);
         }
     };
-    let __lock_options = ::my_locks::__private::options(
-        &__lock_manager,
-        ::core::option::Option::None,
-        ::core::option::Option::None,
-        true,
+    let __lock_options = ::my_locks::__private::with_key_template(
+        ::my_locks::__private::options(
+            &__lock_manager,
+            ::core::option::Option::None,
+            ::core::option::Option::None,
+            true,
+        ),
+        "job:<job.id.0>",
     );
     let __lock_guard = match ::my_locks::__private::acquire(
             &__lock_manager,

@@ -9,11 +9,14 @@ async fn add_to_cart(id: UserId, item: Item) -> Result<Cart, Error> {
             > as ::lockcore::__private::LockResult>::from_lock_error(__lock_error);
         }
     };
-    let __lock_options = ::lockcore::__private::options(
-        &__lock_manager,
-        ::core::option::Option::None,
-        ::core::option::Option::None,
-        true,
+    let __lock_options = ::lockcore::__private::with_key_template(
+        ::lockcore::__private::options(
+            &__lock_manager,
+            ::core::option::Option::None,
+            ::core::option::Option::None,
+            true,
+        ),
+        "{user:<id>}:cart<<v2>",
     );
     let __lock_guard = match ::lockcore::__private::acquire(
             &__lock_manager,

@@ -3,11 +3,14 @@ async fn place(&self, id: u64) -> Result<(), AppError> {
     let __lock_manager: ::lockcore::LockManager = ::lockcore::__private::manager(
         &(self.locks),
     );
-    let __lock_options = ::lockcore::__private::options(
-        &__lock_manager,
-        ::core::option::Option::None,
-        ::core::option::Option::Some(0u64),
-        false,
+    let __lock_options = ::lockcore::__private::with_key_template(
+        ::lockcore::__private::options(
+            &__lock_manager,
+            ::core::option::Option::None,
+            ::core::option::Option::Some(0u64),
+            false,
+        ),
+        "o:<self.tenant>:<id>",
     );
     let __lock_guard = match ::lockcore::__private::acquire(
             &__lock_manager,
