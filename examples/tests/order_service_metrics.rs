@@ -120,6 +120,10 @@ fn the_demo_serves_lock_metrics_while_it_runs_and_plots_the_waits() {
         assert!(body.contains("outcome=\"acquired\""), "{body}");
         assert!(body.contains("lockcore_wait_seconds"), "{body}");
         // Labelled by template, never by the rendered key.
+        assert!(
+            body.contains("key_template=\"order:lock:product:<product_id>\""),
+            "{body}"
+        );
         assert!(!body.contains("product:1\""), "{body}");
     }
     let image = std::fs::read(&png).expect("the plot was written");

@@ -23,7 +23,7 @@
 //! | `lockcore_wait_seconds` | histogram | `key_template`, `outcome`: from the call to its outcome |
 //! | `lockcore_handoffs_total` | counter | `key_template`: acquisitions by a waiter that had queued for hand-off |
 //! | `lockcore_hold_seconds` | histogram | `key_template`: from acquire to release (or drop) |
-//! | `lockcore_releases_total` | counter | `key_template`, `outcome`: `released`, `lost`, `error`, `dropped` |
+//! | `lockcore_releases_total` | counter | `key_template`, `outcome`: `released`, `lost`, `dropped` (released in the background: a dropped guard, or after a failed release) |
 //! | `lockcore_renewals_total` | counter | `key_template`, `outcome`: `renewed`, `failed` (retried) |
 //! | `lockcore_losses_total` | counter | `key_template`, `reason`: `expired`, `max_hold`, `late_renewal`, `taken`, `extend_refused` |
 

@@ -266,3 +266,23 @@ async fn passwords_are_never_printed() {
     );
     assert_eq!(json(&["--url", &good, "list", "--json"]).await.len(), 0);
 }
+
+/// A lock taken by `#[distributed_lock]`: its template is in the holder metadata.
+#[lockcore::distributed_lock(key = "report:<day>", ttl_ms = 60_000, manager = locks)]
+async fn make_report(
+    locks: &LockManager,
+    day: u32,
+    url: &str,
+) -> Result<Vec<serde_json::Value>, lockcore::LockError> {
+    Ok(json(&["--url", url, "list", "--json"]).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_from_the_attribute_show_their_key_template() {
+    let server = RedisServer::start();
+    let locks = manager(&server, "reports").await;
+    let records = make_report(&locks, 7, &server.url()).await.expect("report");
+    let r = record(&records, "lock:report:7");
+    assert_eq!(r["key_template"], "report:<day>");
+    assert_eq!(r["label"], "reports");
+}
