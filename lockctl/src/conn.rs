@@ -54,16 +54,8 @@ impl Target {
                 .retries(1)
                 .build()
                 .map_err(|e| bad_url(&seeds, &e))?;
-            let conn = tokio::time::timeout(2 * TIMEOUT, client.get_async_connection())
-                .await
-                .map_err(|_| CtlError::Unreachable {
-                    target: redact_all(&args.cluster),
-                    reason: "timed out".to_owned(),
-                })?
-                .map_err(|e| CtlError::Unreachable {
-                    target: redact_all(&args.cluster),
-                    reason: e.to_string(),
-                })?;
+            let conn =
+                within_timeout(redact_all(&args.cluster), client.get_async_connection()).await?;
             return Ok(Target::Cluster(conn));
         }
         if args.sentinel.is_empty() {
@@ -96,16 +88,7 @@ impl Target {
             "master `{master}` through sentinel {}",
             redact_all(&args.sentinel)
         );
-        let conn = tokio::time::timeout(2 * TIMEOUT, client.get_async_connection())
-            .await
-            .map_err(|_| CtlError::Unreachable {
-                target: target.clone(),
-                reason: "timed out".to_owned(),
-            })?
-            .map_err(|e| CtlError::Unreachable {
-                target,
-                reason: e.to_string(),
-            })?;
+        let conn = within_timeout(target, client.get_async_connection()).await?;
         Ok(Target::Single(conn))
     }
 
@@ -241,6 +224,25 @@ impl ConnectionLike for Target {
             Target::Single(conn) => conn.get_db(),
             Target::Cluster(conn) => conn.get_db(),
         }
+    }
+}
+
+/// A connection attempt bounded by twice the command timeout (the clients' own set-up may
+/// retry); `target` names what was tried in the error.
+async fn within_timeout<T>(
+    target: String,
+    connect: impl Future<Output = redis::RedisResult<T>>,
+) -> Result<T, CtlError> {
+    match tokio::time::timeout(2 * TIMEOUT, connect).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(err)) => Err(CtlError::Unreachable {
+            target,
+            reason: err.to_string(),
+        }),
+        Err(_) => Err(CtlError::Unreachable {
+            target,
+            reason: "timed out".to_owned(),
+        }),
     }
 }
 
