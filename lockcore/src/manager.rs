@@ -144,7 +144,8 @@ impl LockManager {
     /// backoff and full jitter. Neither sleeps past the holder's remaining TTL.
     ///
     /// Each attempt draws a fresh random 128-bit token (UUID v4) and sends
-    /// `SET <prefix><key> <token> NX PX <ttl_ms>` (to every node, for Redlock); the fencing
+    /// `SET <prefix><key> <value> NX PX <ttl_ms>` (to every node, for Redlock), where the value
+    /// is the token followed by the holder metadata (see [`holder`](crate::holder)); the fencing
     /// token is minted by the same script. The guard's validity is measured from the start of
     /// the successful attempt.
     ///
@@ -163,7 +164,7 @@ impl LockManager {
     ///   quorum of nodes answered.
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, LockError> {
         let prefix = &self.inner.key_prefix;
-        let probe = AcquireProbe::start(prefix, key, opts.key_template_value(), false);
+        let probe = AcquireProbe::start(prefix, key, opts.key_template_value());
         let result = self
             .acquire_probed(key, opts, &probe)
             .instrument(probe.span())
@@ -262,7 +263,7 @@ impl LockManager {
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
         let prefix = &self.inner.key_prefix;
-        let probe = AcquireProbe::start(prefix, key, opts.key_template_value(), true);
+        let probe = AcquireProbe::start(prefix, key, opts.key_template_value());
         probe.attempt();
         let result = self
             .try_acquire_once(key, opts)

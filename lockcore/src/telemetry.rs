@@ -54,17 +54,11 @@ pub(crate) struct AcquireProbe {
     queued: AtomicBool,
     contended: AtomicBool,
     finished: bool,
-    try_only: bool,
 }
 
 impl AcquireProbe {
     /// Starts the `lock.acquire` span for the full key `prefix` + `key`.
-    pub(crate) fn start(
-        prefix: &str,
-        key: &str,
-        template: Option<&'static str>,
-        try_only: bool,
-    ) -> Self {
+    pub(crate) fn start(prefix: &str, key: &str, template: Option<&'static str>) -> Self {
         let template = template_label(template);
         let span = tracing::debug_span!(
             target: "lockcore",
@@ -85,7 +79,6 @@ impl AcquireProbe {
             queued: AtomicBool::new(false),
             contended: AtomicBool::new(false),
             finished: false,
-            try_only,
         }
     }
 
@@ -151,8 +144,7 @@ impl AcquireProbe {
 impl Drop for AcquireProbe {
     fn drop(&mut self) {
         if !self.finished {
-            let outcome = if self.try_only { "error" } else { "cancelled" };
-            self.record(outcome);
+            self.record("cancelled");
         }
     }
 }
