@@ -46,6 +46,9 @@ pub(crate) struct Connect {
     /// The Sentinel master name (with `--sentinel`).
     #[arg(long, global = true)]
     pub(crate) master: Option<String>,
+    /// Trust this CA (a PEM file) for `rediss://` URLs, instead of the system's roots.
+    #[arg(long, global = true, value_name = "PEM_FILE")]
+    pub(crate) tls_ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

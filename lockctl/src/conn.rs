@@ -31,9 +31,14 @@ impl Target {
     /// could be made within the timeout.
     pub(crate) async fn connect(args: &Connect) -> Result<Target, CtlError> {
         install_crypto_provider();
+        let certs = tls_certificates(args)?;
         if let Some(url) = &args.url {
             let info = parse_url(url)?;
-            let client = redis::Client::open(info).map_err(|e| bad_url(url, &e))?;
+            let client = match certs {
+                Some(certs) => redis::Client::build_with_tls(info, certs),
+                None => redis::Client::open(info),
+            }
+            .map_err(|e| bad_url(url, &e))?;
             let config = redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(TIMEOUT))
                 .set_response_timeout(Some(TIMEOUT));
@@ -48,7 +53,11 @@ impl Target {
                 parse_url(url)?;
             }
             let seeds = args.cluster.join(", ");
-            let client = redis::cluster::ClusterClient::builder(args.cluster.clone())
+            let mut builder = redis::cluster::ClusterClient::builder(args.cluster.clone());
+            if let Some(certs) = certs {
+                builder = builder.certs(certs);
+            }
+            let client = builder
                 .connection_timeout(TIMEOUT)
                 .response_timeout(TIMEOUT)
                 .retries(1)
@@ -244,6 +253,22 @@ async fn within_timeout<T>(
             reason: "timed out".to_owned(),
         }),
     }
+}
+
+/// `--tls-ca FILE`, read.
+fn tls_certificates(args: &Connect) -> Result<Option<redis::TlsCertificates>, CtlError> {
+    let Some(path) = &args.tls_ca else {
+        return Ok(None);
+    };
+    let pem = std::fs::read(path).map_err(|e| CtlError::BadInput {
+        what: "--tls-ca file",
+        value: path.display().to_string(),
+        reason: format!("{e}; expected a readable PEM file"),
+    })?;
+    Ok(Some(redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem),
+    }))
 }
 
 fn parse_url(url: &str) -> Result<redis::ConnectionInfo, CtlError> {

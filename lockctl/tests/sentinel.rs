@@ -28,7 +28,9 @@ impl Drop for Sentinel {
 
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
+    let port = listener.local_addr().expect("local addr").port();
+    assert_ne!(port, 6379, "never the developer's own Redis port");
+    port
 }
 
 async fn start_sentinel(master: &RedisServer) -> Sentinel {
