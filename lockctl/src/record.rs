@@ -48,6 +48,9 @@ pub(crate) struct LockRecord {
     pub(crate) pttl_ms: i64,
     #[serde(flatten)]
     pub(crate) holder: Holder,
+    /// The same holder fields again, as one object, for scripts that want them together.
+    #[serde(rename = "holder")]
+    pub(crate) holder_object: Holder,
     /// How long ago `acquired_at` was, on this machine's clock.
     pub(crate) held_ms: Option<u64>,
     /// Not stored in Redis (it is returned to the holder only): always `null` for now.
@@ -94,6 +97,7 @@ pub(crate) async fn read(
     Ok(Some(LockRecord {
         key: key.to_owned(),
         pttl_ms: pttl,
+        holder_object: holder.clone(),
         holder,
         held_ms,
         fencing_token: None,

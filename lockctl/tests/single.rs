@@ -80,6 +80,7 @@ async fn list_json_shows_three_held_locks_with_holder_metadata_and_waiters() {
         assert_eq!(r["token"], guard.token());
         assert_eq!(r["pid"], std::process::id());
         assert_eq!(r["label"], "holder-a");
+        assert_eq!(r["holder"]["pid"], std::process::id());
         assert!(r["host"].as_str().is_some_and(|h| !h.is_empty()), "{r}");
         assert!(
             r["acquired_at"]
