@@ -83,12 +83,14 @@ fn or_dash(s: Option<&str>) -> String {
     s.unwrap_or("-").to_owned()
 }
 
-/// `850ms`, `12.3s`, `4m05s`.
+/// `850ms`, `12.3s`, `4m05s`, `3h07m`, `2d04h`.
 fn human_ms(ms: u64) -> String {
     match ms {
         0..1_000 => format!("{ms}ms"),
         1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
-        _ => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+        60_000..3_600_000 => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+        3_600_000..86_400_000 => format!("{}h{:02}m", ms / 3_600_000, (ms / 60_000) % 60),
+        _ => format!("{}d{:02}h", ms / 86_400_000, (ms / 3_600_000) % 24),
     }
 }
 
@@ -129,6 +131,8 @@ mod tests {
         assert_eq!(human_ms(850), "850ms");
         assert_eq!(human_ms(12_345), "12.3s");
         assert_eq!(human_ms(245_000), "4m05s");
+        assert_eq!(human_ms(11_220_000), "3h07m");
+        assert_eq!(human_ms(187_200_000), "2d04h");
     }
 
     #[test]
