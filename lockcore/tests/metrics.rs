@@ -193,9 +193,8 @@ async fn acquisitions_waits_handoffs_renewals_and_losses_are_recorded_by_templat
         tokio::time::sleep(Duration::from_millis(20)).await;
         totals.take(&snapshotter);
     }
-    let _: () = redis::cmd("DEL")
-        .arg(guard.key())
-        .query_async(&mut raw)
+    // Another party deletes the key: the watchdog's next renewal finds it gone.
+    let _: i64 = redis::AsyncCommands::del(&mut raw, guard.key())
         .await
         .expect("DEL");
     guard.lost().await;

@@ -166,9 +166,8 @@ async fn contention_is_one_debug_line_and_loss_a_warning() {
         acquired.fields["fencing_token"],
         guard.fencing_token().to_string()
     );
-    let _: () = redis::cmd("DEL")
-        .arg(guard.key())
-        .query_async(&mut raw)
+    // Another party deletes the key: the watchdog's next renewal finds it gone.
+    let _: i64 = redis::AsyncCommands::del(&mut raw, guard.key())
         .await
         .expect("DEL");
     guard.lost().await;
