@@ -2,7 +2,7 @@
 //! processes, prints the tables and the verdict.
 
 use std::error::Error;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -47,6 +47,9 @@ pub(crate) struct DemoArgs {
     /// What to lock on: one node, a Sentinel set-up, a cluster, or Redlock over 5 nodes.
     #[arg(long, value_enum, default_value_t = Topology::Single)]
     topology: Topology,
+    /// Draw the lock-wait distribution of both phases into this PNG file.
+    #[arg(long, value_name = "FILE.png")]
+    plot: Option<PathBuf>,
 }
 
 /// Runs both phases. `Ok(false)` when the locked phase oversold (or the data
@@ -155,6 +158,14 @@ pub(crate) async fn run(args: DemoArgs) -> Result<bool, Box<dyn Error>> {
     for s in &summaries {
         println!("{}", s.summary_line());
     }
+    if let Some(path) = &args.plot {
+        crate::plot::draw(path, &summaries)
+            .map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
+        eprintln!(
+            "order_service: lock-wait plot written to {}",
+            path.display()
+        );
+    }
 
     drop(private_redis);
     Ok(ok)
@@ -224,12 +235,21 @@ async fn run_phase(
     }
 
     let deadline = started + PHASE_TIMEOUT;
+    let bar = progress_bar(phase, attempted);
     let mut reports = Vec::new();
     for w in &mut workers {
-        let line = next_line(w, deadline).await?;
+        // `progress N` lines (N more orders processed), then the report.
+        let line = loop {
+            let line = next_line(w, deadline).await?;
+            match line.strip_prefix("progress ").map(str::parse::<u64>) {
+                Some(Ok(n)) => bar.inc(n),
+                _ => break line,
+            }
+        };
         reports
             .push(WorkerReport::parse(&line).map_err(|e| format!("worker {}: {e}", w.instance))?);
     }
+    bar.finish_and_clear();
     let elapsed = started.elapsed();
     for w in &mut workers {
         let status = timeout_at(deadline, w.child.wait())
@@ -245,6 +265,22 @@ async fn run_phase(
     Ok(PhaseSummary::new(
         phase, args.stock, attempted, state, &reports, elapsed,
     ))
+}
+
+/// A progress bar on stderr for one phase; indicatif draws nothing when stderr is not a
+/// terminal, so piped output stays as it was.
+fn progress_bar(phase: Phase, attempted: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(attempted),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{prefix:>10} [{bar:40}] {pos}/{len} orders {elapsed}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(phase.name());
+    bar
 }
 
 async fn next_line(w: &mut Worker, deadline: Instant) -> Result<String, Box<dyn Error>> {

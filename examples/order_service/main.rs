@@ -22,11 +22,18 @@
 //! Without `REDIS_URL` the demo starts its own servers on free ports on 127.0.0.1 (only
 //! `redis-server` on `PATH` is needed): one node by default, or `--topology sentinel`,
 //! `cluster` or `redlock`; they are stopped at the end.
+//!
+//! While it runs, every worker serves its lock metrics in the Prometheus text
+//! format on a free loopback port (its URL is printed on stderr), a progress bar
+//! per phase is drawn on stderr when it is a terminal, and `--plot FILE.png`
+//! draws the lock-wait distribution of both phases.
 //! The exit status is non-zero when the locked phase oversells.
 
 mod db;
 mod demo;
+mod exporter;
 mod orders;
+mod plot;
 mod report;
 mod topology;
 mod worker;

@@ -82,6 +82,7 @@ pub(crate) async fn run(args: WorkerArgs) -> Result<(), Box<dyn Error>> {
         )
     })?;
     lockcore::set_default_manager(manager)?;
+    crate::exporter::serve(&who)?;
     let lanes = args.concurrency.min(args.orders.max(1));
     let mut dbs = Vec::new();
     for _ in 0..lanes {
@@ -145,8 +146,17 @@ pub(crate) async fn run(args: WorkerArgs) -> Result<(), Box<dyn Error>> {
 async fn lane(db: Db, next: Arc<AtomicU32>, args: WorkerArgs) -> Vec<Attempt> {
     let work = Duration::from_millis(args.work_ms);
     let mut attempts = Vec::new();
+    // About 50 `progress` lines per worker, for the parent's progress bar.
+    let step = (args.orders / 50).max(1);
     // Bounded: each turn claims one of `args.orders` tickets.
-    while next.fetch_add(1, Ordering::Relaxed) < args.orders {
+    loop {
+        let ticket = next.fetch_add(1, Ordering::Relaxed);
+        if ticket >= args.orders {
+            break;
+        }
+        if ticket > 0 && ticket.is_multiple_of(step) {
+            println!("progress {step}");
+        }
         let called = Instant::now();
         let result = match args.phase {
             Phase::NoLock => place_order_unlocked(args.product_id, &db, args.instance, work).await,

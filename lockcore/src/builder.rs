@@ -8,6 +8,7 @@ use tokio::runtime::Handle;
 use crate::backend::Backend;
 use crate::fencing::FencingCounter;
 use crate::handoff::{Handoff, PubSubSource};
+use crate::holder::HolderStamp;
 use crate::key::DEFAULT_KEY_PREFIX;
 use crate::node::{ConnectOptions, Node};
 use crate::redact::redact_url;
@@ -64,6 +65,7 @@ pub struct LockManagerBuilder {
     connection_timeout: Duration,
     response_timeout: Duration,
     node_timeout: Option<Duration>,
+    process_label: Option<String>,
     replicas: Option<WaitForReplicas>,
     tls: TlsFiles,
 }
@@ -103,6 +105,7 @@ impl std::fmt::Debug for LockManagerBuilder {
             .field("node_timeout", &self.node_timeout)
             .field("wait_for_replicas", &self.replicas)
             .field("tls", &self.tls)
+            .field("process_label", &self.process_label)
             .finish()
     }
 }
@@ -119,6 +122,7 @@ impl Default for LockManagerBuilder {
             node_timeout: None,
             replicas: None,
             tls: TlsFiles::default(),
+            process_label: None,
         }
     }
 }
@@ -342,7 +346,16 @@ impl LockManagerBuilder {
             default_options: self.default_options,
             fencing_counter,
             watchdog: Arc::default(),
+            holder: HolderStamp::new(self.process_label.as_deref()),
         }))
+    }
+
+    /// A label for this process in the holder metadata of every lock it takes (for example the
+    /// service and instance name, `"orders-7"`), shown by `lockctl` beside host and pid. Default:
+    /// none. See [`holder`](crate::holder) for what the lock value holds.
+    pub fn process_label(mut self, label: impl Into<String>) -> Self {
+        self.process_label = Some(label.into());
+        self
     }
 
     /// The single-node backend over `node`, subscribed for wake-ups.

@@ -4,9 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::lease::{Lease, LeaseStatus, WriteLock};
 use crate::shared::Shared;
+use crate::telemetry;
 use crate::vote::Released;
 use crate::watchdog::Registration;
 use crate::{LockError, LockOptions};
@@ -34,7 +36,7 @@ impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
             .field("key", &self.lease.key)
-            .field("token", &self.lease.token)
+            .field("token", &self.token())
             .field("fencing_token", &self.lease.fencing_token)
             .field("deadline", &self.lease.deadline())
             .field("status", &self.lease.status())
@@ -64,9 +66,17 @@ impl LockGuard {
         &self.lease.key
     }
 
-    /// The random 128-bit token stored as the key's value: a hyphenated UUID v4 string, fresh
-    /// for every acquisition.
+    /// The random 128-bit token at the start of the key's value: a hyphenated UUID v4 string,
+    /// fresh for every acquisition. The value also carries the holder metadata: see
+    /// [`stored_value`](Self::stored_value).
     pub fn token(&self) -> &str {
+        crate::holder::token_of(&self.lease.token)
+    }
+
+    /// The exact value stored at the key: the [`token`](Self::token), a space and the holder
+    /// metadata as compact JSON (see [`holder`](crate::holder)). Release, extend and renewal
+    /// compare this whole value.
+    pub fn stored_value(&self) -> &str {
         &self.lease.token
     }
 
@@ -139,6 +149,7 @@ impl LockGuard {
             .shared
             .backend
             .release(&self.lease.key, &self.lease.token, self.lease.ttl())
+            .instrument(telemetry::release_span(&self.lease))
             .await?;
         self.released = true;
         let within_lease = Instant::now() < self.lease.deadline();
@@ -150,6 +161,8 @@ impl LockGuard {
             Released::Missing => self.shared.backend.may_resend() && within_lease,
             Released::HeldByOther => false,
         };
+        let outcome = if ours && was_held { "released" } else { "lost" };
+        telemetry::released(&self.lease, outcome);
         if ours && was_held {
             Ok(())
         } else {
@@ -201,9 +214,20 @@ impl LockGuard {
             self.lease.renewed(write, start, ttl);
             Ok(())
         } else {
-            self.lease.settle(LeaseStatus::Lost);
+            if self.lease.settle(LeaseStatus::Lost) {
+                telemetry::lost(
+                    &self.lease,
+                    "extend_refused",
+                    "extend found the key expired or held by another token; lock lost",
+                );
+            }
             Err(self.lost_error())
         }
+    }
+
+    /// The attribute's key template, or `"-"`: a telemetry label.
+    pub(crate) fn key_template(&self) -> &'static str {
+        self.lease.key_template.unwrap_or(telemetry::NO_TEMPLATE)
     }
 
     fn lost_error(&self) -> LockError {
@@ -219,6 +243,7 @@ impl Drop for LockGuard {
         // Also for a lease known lost: a refused extend or a starved watchdog may leave this
         // token on (some) nodes, and a compare-and-delete never touches another holder's key.
         if !self.released {
+            telemetry::released(&self.lease, "dropped");
             self.lease.settle(LeaseStatus::Released);
             self.shared.backend.spawn_release(
                 self.lease.key.clone(),

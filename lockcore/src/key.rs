@@ -12,7 +12,7 @@ pub(crate) const IDEMPOTENCY_NAME: &str = "__idem__";
 
 /// Key name prefixes of lockcore's auxiliary keys (fencing counter, waiter queue, idempotency
 /// records).
-const RESERVED: [&str; 4] = [COUNTER_NAME, QUEUE_NAME, ENTRIES_NAME, IDEMPOTENCY_NAME];
+pub(crate) const RESERVED: [&str; 4] = [COUNTER_NAME, QUEUE_NAME, ENTRIES_NAME, IDEMPOTENCY_NAME];
 
 /// The default key prefix, `"lock:"`.
 pub const DEFAULT_KEY_PREFIX: &str = "lock:";

@@ -36,10 +36,13 @@ struct Times {
 #[derive(Debug)]
 pub(crate) struct Lease {
     pub(crate) key: String,
+    /// The whole lock value: token and holder metadata (see `holder`).
     pub(crate) token: String,
     pub(crate) fencing_token: u64,
     /// When the successful acquire attempt started.
     pub(crate) acquired_at: Instant,
+    /// The `#[distributed_lock]` key template, for telemetry labels.
+    pub(crate) key_template: Option<&'static str>,
     times: Mutex<Times>,
     status: watch::Sender<LeaseStatus>,
     /// Held by whoever has a TTL-setting command (an extend or a renewal) in flight, so that
@@ -64,6 +67,7 @@ impl Lease {
             token,
             fencing_token,
             acquired_at: attempt_start,
+            key_template: None,
             times: Mutex::new(Times {
                 ttl,
                 renewed_at: attempt_start,
@@ -84,6 +88,12 @@ impl Lease {
     /// [`write_lock`](Self::write_lock) without waiting: `None` while an extend is in flight.
     pub(crate) fn try_write_lock(&self) -> Option<WriteLock> {
         Arc::clone(&self.writes).try_lock_owned().ok()
+    }
+
+    /// The lease of a key rendered from `template` (the attribute's).
+    pub(crate) fn with_key_template(mut self, template: Option<&'static str>) -> Self {
+        self.key_template = template;
+        self
     }
 
     fn times(&self) -> Times {

@@ -10,6 +10,7 @@ mod fencing;
 mod global;
 mod guard;
 mod handoff;
+pub mod holder;
 #[cfg(feature = "idempotency")]
 mod idempotency;
 mod key;
@@ -28,6 +29,7 @@ mod shared;
 mod single;
 mod slot;
 mod spawn;
+mod telemetry;
 mod tls;
 mod vote;
 mod watchdog;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::backend::AttemptRequest;
 use crate::builder::LockManagerBuilder;
@@ -13,6 +14,7 @@ use crate::handoff::{self, Handoff};
 use crate::key::full_key;
 use crate::lease::Lease;
 use crate::shared::Shared;
+use crate::telemetry::AcquireProbe;
 use crate::vote::Vote;
 use crate::{LockError, LockOptions};
 
@@ -109,7 +111,8 @@ impl LockManager {
     /// backoff and full jitter. Neither sleeps past the holder's remaining TTL.
     ///
     /// Each attempt draws a fresh random 128-bit token (UUID v4) and sends
-    /// `SET <prefix><key> <token> NX PX <ttl_ms>` (to every node, for Redlock); the fencing
+    /// `SET <prefix><key> <value> NX PX <ttl_ms>` (to every node, for Redlock), where the value
+    /// is the token followed by the holder metadata (see [`holder`](crate::holder)); the fencing
     /// token is minted by the same script. The guard's validity is measured from the start of
     /// the successful attempt.
     ///
@@ -138,13 +141,28 @@ impl LockManager {
         key: String,
         opts: &LockOptions,
     ) -> Result<LockGuard, LockError> {
+        let probe = AcquireProbe::start("", &key, opts.key_template_value());
+        let result = self
+            .acquire_probed(key, opts, &probe)
+            .instrument(probe.span())
+            .await;
+        probe.finish(&result.as_ref().map(Some));
+        result
+    }
+
+    async fn acquire_probed(
+        &self,
+        key: String,
+        opts: &LockOptions,
+        probe: &AcquireProbe,
+    ) -> Result<LockGuard, LockError> {
         let started = Instant::now();
         let mut backoff = opts.backoff();
         // On one node the waiter queue knows a waiter by its token, so one token serves the
         // whole call; Redlock draws one per attempt, so that a late cleanup of a failed attempt
         // can never touch a later attempt's lock.
         let handoff = self.shared.backend.handoff();
-        let call_token = handoff.map(|_| new_token());
+        let call_token = handoff.map(|_| self.new_value(opts));
         // Register for wake-ups before the first attempt: the attempt that finds the key held
         // queues this waiter, so no release can slip between that check and the wait.
         let waiter = match (handoff, &call_token) {
@@ -162,10 +180,14 @@ impl LockManager {
             }
             _ => None,
         };
+        if waiter.is_some() {
+            probe.queued();
+        }
         let wake_channel = waiter.as_ref().and(handoff).map(|h| Handoff::channel(h));
         loop {
-            let token = call_token.clone().unwrap_or_else(new_token);
+            let token = call_token.clone().unwrap_or_else(|| self.new_value(opts));
             let give_up_at = started + opts.wait_budget();
+            probe.attempt();
             match self
                 .attempt(&key, token, opts, wake_channel, Some(give_up_at))
                 .await?
@@ -177,6 +199,7 @@ impl LockManager {
                     return Ok(guard);
                 }
                 Attempt::Held { holder_ttl } => {
+                    probe.held(&key, holder_ttl);
                     let waited = started.elapsed();
                     let remaining = opts.wait_budget().saturating_sub(waited);
                     if remaining.is_zero() {
@@ -220,8 +243,27 @@ impl LockManager {
         key: &str,
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
+        let prefix = &self.shared.key_prefix;
+        let probe = AcquireProbe::start(prefix, key, opts.key_template_value());
+        probe.attempt();
+        let result = self
+            .try_acquire_once(key, opts)
+            .instrument(probe.span())
+            .await;
+        probe.finish(&result.as_ref().map(Option::as_ref));
+        result
+    }
+
+    async fn try_acquire_once(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
-        match self.attempt(&key, new_token(), opts, None, None).await? {
+        match self
+            .attempt(&key, self.new_value(opts), opts, None, None)
+            .await?
+        {
             Attempt::Acquired(guard) => Ok(Some(guard)),
             Attempt::Held { .. } => Ok(None),
         }
@@ -257,7 +299,8 @@ impl LockManager {
         };
         match self.shared.backend.attempt(&request, attempt_start).await? {
             Vote::Won { fencing_token } => {
-                let lease = Lease::new(key.to_owned(), token, fencing_token, ttl, attempt_start);
+                let lease = Lease::new(key.to_owned(), token, fencing_token, ttl, attempt_start)
+                    .with_key_template(opts.key_template_value());
                 Ok(Attempt::Acquired(LockGuard::new(
                     Arc::clone(&self.shared),
                     lease,
@@ -285,9 +328,9 @@ impl LockManager {
     pub(crate) fn data_nodes(&self) -> Vec<crate::node::Node> {
         self.shared.backend.nodes()
     }
-}
 
-/// A fresh random 128-bit token: a UUID v4 in its hyphenated form.
-fn new_token() -> String {
-    uuid::Uuid::new_v4().hyphenated().to_string()
+    /// A fresh lock value: a random 128-bit token (UUID v4) and the holder metadata.
+    fn new_value(&self, opts: &LockOptions) -> String {
+        self.shared.holder.mint(opts.key_template_value())
+    }
 }

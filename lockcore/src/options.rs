@@ -43,6 +43,8 @@ pub struct LockOptions {
     watchdog_chosen: bool,
     max_hold: Option<Duration>,
     handoff: bool,
+    /// The `#[distributed_lock]` key template, for holder metadata and metric labels.
+    key_template: Option<&'static str>,
 }
 
 impl Default for LockOptions {
@@ -57,6 +59,7 @@ impl Default for LockOptions {
             watchdog_chosen: false,
             max_hold: None,
             handoff: true,
+            key_template: None,
         }
     }
 }
@@ -226,6 +229,18 @@ impl LockOptions {
     }
 
     /// The backoff schedule for one `acquire` call.
+    /// Records the key template this lock's key was rendered from (set by the attribute's
+    /// expansion through `__private`).
+    pub(crate) fn with_key_template(mut self, template: &'static str) -> Self {
+        self.key_template = Some(template);
+        self
+    }
+
+    /// The key template, when the lock comes from `#[distributed_lock]`.
+    pub(crate) fn key_template_value(&self) -> Option<&'static str> {
+        self.key_template
+    }
+
     pub(crate) fn backoff(&self) -> Backoff {
         Backoff {
             base: self.retry_base,

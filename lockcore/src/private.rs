@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
+use tracing::Instrument;
 
 use crate::reentrancy::{self, Enclosing};
 use crate::{LockError, LockGuard, LockManager, LockOptions, MultiGuard};
@@ -74,6 +75,8 @@ pub struct Settings {
     pub reentrant: bool,
     /// `on_lost`.
     pub on_lost: OnLost,
+    /// The key template(s) as written, for holder metadata and metric labels.
+    pub key_template: &'static str,
 }
 
 /// The manager's default options with the attribute's overrides. The watchdog is the
@@ -91,7 +94,13 @@ fn options(manager: &LockManager, settings: &Settings) -> LockOptions {
     if let Some(wait) = settings.wait_ms {
         opts = opts.wait(Duration::from_millis(wait));
     }
-    opts
+    opts.with_key_template(settings.key_template)
+}
+
+/// `opts` with a key template, for holder metadata and metric labels (what the attribute's
+/// settings carry; tests use it to label explicit acquisitions the same way).
+pub fn with_key_template(opts: LockOptions, template: &'static str) -> LockOptions {
+    opts.with_key_template(template)
 }
 
 /// The locks a call runs under: taken by this call, or held by an enclosing call of the same
@@ -172,7 +181,8 @@ impl Lock {
     /// body always runs to completion and a lease that ran out is reported by
     /// [`finish`](Self::finish).
     pub async fn run<F: Future>(&self, body: F) -> Outcome<F::Output> {
-        let body = AssertUnwindSafe(body).catch_unwind();
+        let span = crate::telemetry::body_span(self.guard());
+        let body = AssertUnwindSafe(body.instrument(span)).catch_unwind();
         let body = async {
             if self.on_lost == OnLost::Abort && self.hold.is_watched() {
                 tokio::select! {

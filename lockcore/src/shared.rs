@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::fencing::FencingCounter;
+use crate::holder::HolderStamp;
 use crate::options::LockOptions;
 use crate::watchdog::Watchdog;
 
@@ -15,4 +16,6 @@ pub(crate) struct Shared {
     pub(crate) default_options: LockOptions,
     pub(crate) fencing_counter: FencingCounter,
     pub(crate) watchdog: Arc<Watchdog>,
+    /// The static part of every lock value this manager writes (host, pid, label).
+    pub(crate) holder: HolderStamp,
 }

@@ -33,11 +33,12 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tracing::Instrument;
 
-use crate::LockError;
 use crate::backend::Backend;
 use crate::defer::OnDrop;
 use crate::lease::{Lease, LeaseStatus, WriteLock};
+use crate::{LockError, telemetry};
 
 /// The most keys renewed by one script call.
 pub(crate) const MAX_BATCH: usize = 512;
@@ -171,17 +172,19 @@ impl Watchdog {
                 return false;
             }
             if now >= lease.deadline() {
-                tracing::warn!(
-                    key = lease.key,
-                    "watchdog could not renew the lease before its deadline; lock lost"
+                telemetry::lost(
+                    lease,
+                    "expired",
+                    "watchdog could not renew the lease before its deadline; lock lost",
                 );
                 lease.settle(LeaseStatus::Lost);
                 return false;
             }
             if entry.hold_until.is_some_and(|until| now >= until) {
-                tracing::warn!(
-                    key = lease.key,
-                    "lock held for its whole max_hold; watchdog stops renewing and reports it lost"
+                telemetry::lost(
+                    lease,
+                    "max_hold",
+                    "lock held for its whole max_hold; watchdog stops renewing and reports it lost",
                 );
                 lease.settle(LeaseStatus::Lost);
                 return false;
@@ -247,6 +250,7 @@ impl Watchdog {
                     }
                     if ok && Instant::now() < lease.deadline() {
                         lease.renewed(&renewal.write, start, renewal.ttl);
+                        telemetry::renewed(lease);
                         entry.retry_at = None;
                         if std::mem::take(&mut entry.failing) {
                             tracing::info!(key = lease.key, "watchdog renewal works again");
@@ -256,14 +260,16 @@ impl Watchdog {
                     if ok {
                         // Renewed, but only after the lease's validity ran out (Redlock: the
                         // quorum may not have been intact all along). Not ours any more.
-                        tracing::warn!(
-                            key = lease.key,
-                            "watchdog renewal completed after the lease's deadline; lock lost"
+                        telemetry::lost(
+                            lease,
+                            "late_renewal",
+                            "watchdog renewal completed after the lease's deadline; lock lost",
                         );
                     } else {
-                        tracing::warn!(
-                            key = lease.key,
-                            "watchdog found the key expired, of another type or held by another token; lock lost"
+                        telemetry::lost(
+                            lease,
+                            "taken",
+                            "watchdog found the key expired, of another type or held by another token; lock lost",
                         );
                     }
                     lease.settle(LeaseStatus::Lost);
@@ -271,6 +277,8 @@ impl Watchdog {
                 }
             }
             Err(err) => {
+                let leases: Vec<&Lease> = batch.iter().map(|renewal| &*renewal.lease).collect();
+                telemetry::renewal_failed(&leases, &err);
                 let retry_at = |ttl| Instant::now() + retry_interval(ttl);
                 for renewal in batch {
                     let Some(entry) = registry.entries.get_mut(&renewal.id) else {
@@ -328,7 +336,10 @@ async fn run(_running: OnDrop<impl FnOnce()>, dog: Arc<Watchdog>, backend: Backe
                 (lease.key.as_str(), lease.token.as_str(), renewal.ttl)
             })
             .collect();
-        let reply = backend.renew(&leases).await;
+        let reply = backend
+            .renew(&leases)
+            .instrument(telemetry::renew_span(leases.len()))
+            .await;
         dog.settle_batch(start, &plan.batch, reply);
     }
 }

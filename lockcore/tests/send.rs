@@ -32,6 +32,7 @@ async fn attribute_futures_are_send(
         watchdog: None,
         reentrant: true,
         on_lost: __private::OnLost::Abort,
+        key_template: "k",
     };
     assert_send(&__private::lock(Ok(manager), [String::from("k")], settings));
     assert_send(&lock.run(async { 1 }));

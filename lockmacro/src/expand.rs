@@ -242,6 +242,9 @@ fn wrapper(
     let wait_ms = option(config.wait_ms.map(millis));
     let watchdog = option(config.watchdog.map(|on| quote!(#on)));
     let reentrant = config.reentrant;
+    // The templates as written: holder metadata and metric labels (never the rendered key).
+    let templates: Vec<String> = config.keys.iter().map(syn::LitStr::value).collect();
+    let key_template = syn::LitStr::new(&templates.join(", "), Span::call_site());
     let on_lost = match config.on_lost {
         OnLost::Abort => quote!(Abort),
         OnLost::Continue => quote!(Continue),
@@ -298,6 +301,7 @@ fn wrapper(
                 watchdog: #watchdog,
                 reentrant: #reentrant,
                 on_lost: #private::OnLost::#on_lost,
+                key_template: #key_template,
             },
         )
         .await

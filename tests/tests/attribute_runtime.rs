@@ -68,7 +68,7 @@ async fn c01_wrapper_returns_body_value_after_lease_lost() {
         }
         assert_eq!(
             get(&mut raw, &full(&key)).await.as_deref(),
-            Some(guard_b.token())
+            Some(guard_b.stored_value())
         );
         assert!(
             pttl(&mut raw, &full(&key)).await > 4_500,

@@ -61,7 +61,7 @@ async fn many_key_shapes_lock_and_release() {
             .unwrap_or_else(|e| panic!("acquire {key:?}: {e}"))
             .unwrap_or_else(|| panic!("{key:?} is free"));
         let stored: Option<String> = con.get(&full).await.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(stored.as_deref(), Some(guard.token()), "{key:?}");
+        assert_eq!(stored.as_deref(), Some(guard.stored_value()), "{key:?}");
         let contender = other.try_acquire(key, &once(5_000)).await;
         assert!(
             matches!(contender, Ok(None)),
@@ -114,7 +114,12 @@ async fn watchdog_renews_across_slots_twin_without_it_expires() {
     for guard in &watched {
         assert!(guard.is_held(), "{} lost", guard.key());
         let stored: Option<String> = con.get(guard.key()).await.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(stored.as_deref(), Some(guard.token()), "{}", guard.key());
+        assert_eq!(
+            stored.as_deref(),
+            Some(guard.stored_value()),
+            "{}",
+            guard.key()
+        );
     }
     for guard in &unwatched {
         let stored: Option<String> = con.get(guard.key()).await.unwrap_or_else(|e| panic!("{e}"));
@@ -190,7 +195,7 @@ async fn slot_migration_under_a_held_lock() {
     assert!(guard.is_held(), "the lease survives the migration");
     let mut con = raw(&cluster).await;
     let stored: Option<String> = con.get(&full).await.unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(stored.as_deref(), Some(guard.token()));
+    assert_eq!(stored.as_deref(), Some(guard.stored_value()));
     assert!(guard.release().await.is_ok(), "release after the migration");
     let gone: Option<String> = con.get(&full).await.unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(gone, None);

@@ -69,7 +69,10 @@ async fn c01_stale_release_leaves_new_holder_untouched() {
         "got {released:?}"
     );
 
-    assert_eq!(get(&mut raw, &key).await.as_deref(), Some(guard_b.token()));
+    assert_eq!(
+        get(&mut raw, &key).await.as_deref(),
+        Some(guard_b.stored_value())
+    );
     let ttl = pttl(&mut raw, &key).await;
     assert!(
         (4_500..=5_000).contains(&ttl),
@@ -126,14 +129,17 @@ async fn c02_extend_by_stale_holder_fails_and_leaves_new_holder() {
     );
 
     assert!(
-        new_holder_untouched(&mut raw, &key, guard_b.token()).await,
+        new_holder_untouched(&mut raw, &key, guard_b.stored_value()).await,
         "B's token and ~5000 ms PTTL must stay, PTTL {}",
         pttl(&mut raw, &key).await
     );
 
     // A's guard cannot hurt B later either.
     assert!(guard_a.release().await.is_err_and(|e| e.is_lost()));
-    assert_eq!(get(&mut raw, &key).await.as_deref(), Some(guard_b.token()));
+    assert_eq!(
+        get(&mut raw, &key).await.as_deref(),
+        Some(guard_b.stored_value())
+    );
     guard_b.release().await.expect("B releases its own lock");
 }
 
@@ -187,7 +193,7 @@ async fn c02_twin_naive_extends_fail_the_same_checks() {
     let guard_b = must_acquire(&b, "job:x", &opts(5000, 0)).await;
     let _: i64 = query(&mut raw, &naive_pexpire(3000)).await;
     assert!(
-        !new_holder_untouched(&mut raw, &key, guard_b.token()).await,
+        !new_holder_untouched(&mut raw, &key, guard_b.stored_value()).await,
         "a plain PEXPIRE should cut B's lease"
     );
     guard_b.release().await.expect("B still holds its token");
@@ -196,7 +202,7 @@ async fn c02_twin_naive_extends_fail_the_same_checks() {
     // (ii) A holds, the key is deleted by hand, A "extends" by setting its token again.
     let guard_a = must_acquire(&a, "job:x", &opts(5000, 0)).await;
     del(&mut raw, &key).await;
-    set_px(&mut raw, &key, guard_a.token(), 3000).await;
+    set_px(&mut raw, &key, guard_a.stored_value(), 3000).await;
     assert!(
         !not_resurrected(&mut raw, &key).await,
         "a SET PX extend should re-create the key"
@@ -246,7 +252,10 @@ async fn c02_extend_sets_ttl_never_adds() {
         );
         assert!(guard.is_held());
     }
-    assert_eq!(get(&mut raw, &key).await.as_deref(), Some(guard.token()));
+    assert_eq!(
+        get(&mut raw, &key).await.as_deref(),
+        Some(guard.stored_value())
+    );
     guard.release().await.expect("release after extends");
     assert!(!exists(&mut raw, &key).await);
 }
@@ -444,7 +453,7 @@ async fn c05_ten_kib_key_byte_for_byte() {
     );
     assert_eq!(
         get(&mut raw, &expected).await.as_deref(),
-        Some(guard.token())
+        Some(guard.stored_value())
     );
 
     // A second contender on the same long key is refused.
@@ -478,8 +487,14 @@ async fn c05_long_keys_differing_in_last_byte_are_two_locks() {
         .await
         .expect("k2")
         .expect("k2 is a different lock");
-    assert_eq!(get(&mut raw, &full(&k1)).await.as_deref(), Some(g1.token()));
-    assert_eq!(get(&mut raw, &full(&k2)).await.as_deref(), Some(g2.token()));
+    assert_eq!(
+        get(&mut raw, &full(&k1)).await.as_deref(),
+        Some(g1.stored_value())
+    );
+    assert_eq!(
+        get(&mut raw, &full(&k2)).await.as_deref(),
+        Some(g2.stored_value())
+    );
 
     // Twin: the same key is one lock.
     assert!(b.try_acquire(&k1, &o).await.expect("k1 again").is_none());
@@ -517,11 +532,11 @@ async fn c05_nfc_and_nfd_are_two_locks() {
     );
     assert_eq!(
         get(&mut raw, &full(nfc)).await.as_deref(),
-        Some(g_nfc.token())
+        Some(g_nfc.stored_value())
     );
     assert_eq!(
         get(&mut raw, &full(nfd)).await.as_deref(),
-        Some(g_nfd.token())
+        Some(g_nfd.stored_value())
     );
 
     // Twin: NFC twice is one lock.

@@ -72,7 +72,7 @@ fn default_manager_flow() {
         assert_eq!(BODY_RUNS.load(Ordering::SeqCst), 1);
         assert_eq!(
             get(&mut raw, "first:dm:3").await.as_deref(),
-            Some(held.token())
+            Some(held.stored_value())
         );
         held.release().await.expect("release");
         assert!(

@@ -1007,7 +1007,7 @@ async fn mixed_modes_polling_acquirer_does_not_barge() {
     assert!(acquired_at - freed_at <= Duration::from_millis(300));
     assert_eq!(
         get(&mut raw, &full("mixed")).await.as_deref(),
-        Some(got.token())
+        Some(got.stored_value())
     );
     got.release().await.expect("release");
     assert!(

@@ -31,7 +31,10 @@ async fn c06_release_after_script_flush_succeeds() {
         .acquire("order:1", &opts(5000, 0))
         .await
         .expect("first acquire after a flush");
-    assert_eq!(get(&mut raw, &key).await.as_deref(), Some(guard.token()));
+    assert_eq!(
+        get(&mut raw, &key).await.as_deref(),
+        Some(guard.stored_value())
+    );
 
     script_flush(&mut raw).await;
     let contender = b.try_acquire("order:1", &opts(5000, 0)).await;
@@ -81,7 +84,7 @@ async fn c06_twin_evalsha_without_fallback_fails_after_flush() {
         .arg(release.get_hash())
         .arg(1)
         .arg(&key)
-        .arg(guard.token())
+        .arg(guard.stored_value())
         .query_async(&mut raw)
         .await;
     let err = naive.expect_err("EVALSHA of a flushed script");

@@ -245,7 +245,7 @@ async fn c19_quorum_arithmetic() {
                 let guard = result.unwrap_or_else(|e| {
                     panic!("N={n} k={k}: {live_count} live ≥ quorum {quorum}: {e:?}")
                 });
-                let on = holding(&mut live, &full(&key), guard.token()).await;
+                let on = holding(&mut live, &full(&key), guard.stored_value()).await;
                 assert!(
                     on >= quorum,
                     "N={n} k={k}: token on {on} nodes, quorum {quorum}"
@@ -374,14 +374,14 @@ async fn c20_partial_cleanup_with_one_slow_node() {
         settle_all(fast).await;
         for (i, con) in raw[..4].iter_mut().enumerate() {
             let value = get(con, &key).await;
-            let winner_token = winner.as_ref().map(|g| g.token());
+            let winner_token = winner.as_ref().map(|g| g.stored_value());
             assert!(
                 value.is_none() || value.as_deref() == winner_token,
                 "round {round} ({late:?} late): fast node {i} holds {value:?}; winner {winner_token:?}"
             );
         }
         if let Some(guard) = &winner {
-            let on = holding(&mut raw[..4], &key, guard.token()).await;
+            let on = holding(&mut raw[..4], &key, guard.stored_value()).await;
             assert!(
                 on >= 3,
                 "round {round}: the winner holds only {on} fast nodes"
@@ -638,7 +638,7 @@ async fn late_extend(
     );
     let mut renewed = 0;
     for con in raw.iter_mut() {
-        if get(con, &full(key)).await.as_deref() == Some(late.token())
+        if get(con, &full(key)).await.as_deref() == Some(late.stored_value())
             && pttl(con, &full(key)).await > 2_000
         {
             renewed += 1;

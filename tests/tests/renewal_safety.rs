@@ -207,7 +207,7 @@ async fn a_foreign_value_fails_only_its_own_lease() {
         assert!(guard.is_held(), "{} was lost with the bad key", guard.key());
         assert_eq!(
             get(&mut raw, guard.key()).await.as_deref(),
-            Some(guard.token()),
+            Some(guard.stored_value()),
             "{} must still hold its token",
             guard.key()
         );

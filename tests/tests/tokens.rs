@@ -266,7 +266,7 @@ async fn c03_guard_moved_to_another_task_releases_there() {
 
     // Another task.
     let guard = must_acquire(&m, "moved", &opts(5000, 0)).await;
-    let token = guard.token().to_owned();
+    let token = guard.stored_value().to_owned();
     let (tx, rx) = oneshot::channel::<LockGuard>();
     let releaser = tokio::spawn(async move {
         let guard = rx.await.expect("guard sent");

@@ -297,7 +297,10 @@ async fn loss_mid_hold(change: Change) {
     // Past the first lease: only renewals keep it.
     sleep(TTL_300 + ms(20)).await;
     assert!(guard.is_held(), "renewed past its first 300 ms lease");
-    assert_eq!(get(&mut raw, &key).await.as_deref(), Some(guard.token()));
+    assert_eq!(
+        get(&mut raw, &key).await.as_deref(),
+        Some(guard.stored_value())
+    );
     assert_eq!(locks.live_renewals(), 1);
     // The worst case: change the key right after a renewal, so that detection needs a whole
     // renew interval. A renewal shows as the PTTL going up (bounded poll, every 2 ms).
@@ -771,7 +774,7 @@ async fn panics_with_token(
     name: &'static str,
     token: oneshot::Sender<String>,
 ) -> Result<(), LockError> {
-    let _ = token.send(lease.token().to_owned());
+    let _ = token.send(lease.stored_value().to_owned());
     tokio::task::yield_now().await;
     panic!("{INTENTIONAL} ({name})");
 }
@@ -805,19 +808,19 @@ async fn no_ttl_refresh_after_the_guard_is_gone() {
 
     let mut probes: Vec<(&str, String, u64)> = Vec::new(); // (key, value, px)
 
-    let token = released.token().to_owned();
+    let token = released.stored_value().to_owned();
     released
         .release()
         .await
         .unwrap_or_else(|e| panic!("release: {e:?}"));
     probes.push(("probe:released", token, 400));
 
-    let token = dropped.token().to_owned();
+    let token = dropped.stored_value().to_owned();
     drop(dropped);
     assert!(wait_gone(&mut raw, &full("probe:dropped"), ms(1_000)).await);
     probes.push(("probe:dropped", token, 400));
 
-    let token = cancelled.token().to_owned();
+    let token = cancelled.stored_value().to_owned();
     let cut = timeout(ms(5), async move {
         let _held = cancelled;
         std::future::pending::<()>().await;
@@ -838,14 +841,14 @@ async fn no_ttl_refresh_after_the_guard_is_gone() {
     assert!(wait_gone(&mut raw, &full("probe:other"), ms(1_000)).await);
     probes.push(("probe:other", "other".to_owned(), 1_000));
 
-    let lost_token = lost.token().to_owned();
+    let lost_token = lost.stored_value().to_owned();
     del(&mut raw, &full("probe:lost")).await;
     timeout(detection_budget(ttl), lost.lost())
         .await
         .unwrap_or_else(|_| panic!("the deleted key was not reported lost"));
     probes.push(("probe:lost", lost_token, 400));
 
-    let live_token = live.token().to_owned();
+    let live_token = live.stored_value().to_owned();
     probes.push(("probe:live", live_token, 400));
 
     assert_eq!(locks.live_renewals(), 1, "only the live guard is renewed");
@@ -932,7 +935,7 @@ async fn blocking_outside_the_runtime_keeps_the_lease() {
     assert!(guard.lost().now_or_never().is_none());
     assert_eq!(
         get(&mut raw, &full("blocked")).await.as_deref(),
-        Some(guard.token())
+        Some(guard.stored_value())
     );
     guard
         .release()
@@ -1141,7 +1144,7 @@ async fn max_hold_stops_renewing_and_reports_lost() {
     assert!(uncapped.is_held(), "twin: no max_hold, still renewed");
     assert_eq!(
         get(&mut raw, &full("uncapped")).await.as_deref(),
-        Some(uncapped.token())
+        Some(uncapped.stored_value())
     );
     assert!(is_lost(&capped.release().await));
     uncapped
@@ -1283,7 +1286,7 @@ async fn extend_to_a_shorter_ttl_keeps_the_watchdog_renewing() {
         "the watchdog let the extended lease lapse after {held_for:?}"
     );
     assert!(guard.is_held());
-    assert_eq!(value.as_deref(), Some(guard.token()));
+    assert_eq!(value.as_deref(), Some(guard.stored_value()));
     assert!(
         (1..=300).contains(&left),
         "renewed with the new 300 ms TTL, PTTL {left}"

@@ -1,0 +1,69 @@
+//! [`CtlError`]: every way a `lockctl` command fails, each printed as one line.
+
+/// A failed command. `Display` is the one line printed on stderr (after `lockctl: `).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CtlError {
+    /// The URL (or another argument) cannot be used.
+    #[error("bad {what} `{value}`: {reason}")]
+    BadInput {
+        what: &'static str,
+        value: String,
+        reason: String,
+    },
+    /// The server could not be reached or refused to talk.
+    #[error("cannot connect to {target}: {reason}")]
+    Unreachable { target: String, reason: String },
+    /// No key of that name.
+    #[error("no such key `{key}`; expected a lock key as `lockctl list` prints it")]
+    NoSuchKey { key: String },
+    /// The key exists but is not a lock.
+    #[error("`{key}` is {found}, not a lock; expected a string key holding a lock value")]
+    NotALock { key: String, found: String },
+    /// `release` without `--force`.
+    #[error("refusing to release `{key}` without `--force`")]
+    NotForced { key: String },
+    /// The compare-and-delete found another value than the one read.
+    #[error("`{key}` changed hands since it was read (or expired); nothing was released")]
+    Changed { key: String },
+    /// `release --token` names another holder.
+    #[error("`{key}` is held by token {held}, not {expected}; nothing was released")]
+    OtherHolder {
+        key: String,
+        held: String,
+        expected: String,
+    },
+    /// A command failed after connecting.
+    #[error("redis error: {0}")]
+    Redis(redis::RedisError),
+}
+
+impl From<redis::RedisError> for CtlError {
+    fn from(err: redis::RedisError) -> Self {
+        CtlError::Redis(err)
+    }
+}
+
+/// `url` with any password (and user name) replaced by `***`, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("rediss://ops:s3cret@db:6380/"),
+            "rediss://***@db:6380/"
+        );
+        assert_eq!(redact("redis://:pw@h:1/"), "redis://***@h:1/");
+        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
+    }
+}

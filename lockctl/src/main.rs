@@ -1,0 +1,185 @@
+//! `lockctl`: list, inspect, force-release and watch lockcore locks.
+//!
+//! ```text
+//! lockctl --url redis://127.0.0.1:6380/ list 'lock:order:*' --json
+//! lockctl --url redis://127.0.0.1:6380/ inspect lock:order:lock:product:42
+//! lockctl --url redis://127.0.0.1:6380/ release lock:order:lock:product:42 --force
+//! lockctl --cluster redis://10.0.0.1:7000/ redis://10.0.0.2:7000/ watch --interval 500
+//! ```
+//!
+//! Every failure prints one line on stderr (`lockctl: ...`) and exits with status 1
+//! (2 for a command line clap rejects).
+
+mod cli;
+mod conn;
+mod error;
+mod record;
+mod render;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::conn::Target;
+use crate::error::CtlError;
+
+/// Compare-and-delete of the exact value read, as the library releases.
+const RELEASE_SCRIPT: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return fail(&format!("cannot start the async runtime: {err}")),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => fail(&err.to_string()),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    let line = message.replace('\n', " ");
+    eprintln!("lockctl: {line}");
+    ExitCode::FAILURE
+}
+
+async fn run(cli: Cli) -> Result<(), CtlError> {
+    let default_pattern = format!("{}*", cli.prefix);
+    // Check what needs no server first.
+    if let Command::Release { key, force, .. } = &cli.command
+        && !force
+    {
+        return Err(CtlError::NotForced { key: key.clone() });
+    }
+    let mut target = Target::connect(&cli.connect).await?;
+    let prefix = cli.prefix.as_str();
+    match cli.command {
+        Command::List { pattern, json } => {
+            let pattern = pattern.unwrap_or(default_pattern);
+            let records = record::list(&mut target, prefix, &pattern).await?;
+            if json {
+                println!("{}", render::json(&records));
+            } else {
+                print!("{}", render::table(&records));
+            }
+        }
+        Command::Inspect { key, json } => {
+            let record = record::inspect(&mut target, prefix, &key).await?;
+            if json {
+                println!("{}", render::json(std::slice::from_ref(&record)));
+            } else {
+                print!("{}", render::detail(&record));
+            }
+        }
+        Command::Release { key, token, .. } => {
+            release(&mut target, prefix, &key, token.as_deref()).await?;
+        }
+        Command::Watch {
+            pattern,
+            interval,
+            iterations,
+        } => {
+            let pattern = pattern.unwrap_or(default_pattern);
+            watch(&mut target, prefix, &pattern, interval, iterations).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the lock, then deletes it only if it still holds exactly that value.
+async fn release(
+    target: &mut Target,
+    prefix: &str,
+    key: &str,
+    expected_token: Option<&str>,
+) -> Result<(), CtlError> {
+    record::check_is_lock(target, prefix, key).await?;
+    let value: Option<String> = redis::cmd("GET").arg(key).query_async(&mut *target).await?;
+    let value = value.ok_or_else(|| CtlError::NoSuchKey {
+        key: key.to_owned(),
+    })?;
+    let holder = record::Holder::parse(&value);
+    if let Some(expected) = expected_token
+        && holder.token != expected
+    {
+        return Err(CtlError::OtherHolder {
+            key: key.to_owned(),
+            held: holder.token,
+            expected: expected.to_owned(),
+        });
+    }
+    let deleted: i64 = redis::Script::new(RELEASE_SCRIPT)
+        .key(key)
+        .arg(&value)
+        .invoke_async(&mut *target)
+        .await?;
+    if deleted != 1 {
+        return Err(CtlError::Changed {
+            key: key.to_owned(),
+        });
+    }
+    let operator = format!(
+        "{}@{} (pid {})",
+        std::env::var("USER").unwrap_or_else(|_| "?".to_owned()),
+        gethostname::gethostname().to_string_lossy(),
+        std::process::id()
+    );
+    // The audit line: who released what, from whom.
+    println!(
+        "released {key}: token {} held by host={} pid={} label={} acquired_at={}; released by {operator} at {}",
+        holder.token,
+        holder.host.as_deref().unwrap_or("-"),
+        holder.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+        holder.label.as_deref().unwrap_or("-"),
+        holder
+            .acquired_at
+            .map_or_else(|| "-".to_owned(), |a| a.to_string()),
+        record::now_ms(),
+    );
+    Ok(())
+}
+
+/// Redraws the table every `interval_ms` until interrupted or `iterations` are done.
+async fn watch(
+    target: &mut Target,
+    prefix: &str,
+    pattern: &str,
+    interval_ms: u64,
+    iterations: Option<u64>,
+) -> Result<(), CtlError> {
+    let tty = std::io::stdout().is_terminal();
+    let mut done = 0u64;
+    let mut ticker = tokio::time::interval(Duration::from_millis(interval_ms.max(1)));
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+        let records = record::list(target, prefix, pattern).await?;
+        let mut out = std::io::stdout().lock();
+        let header = format!(
+            "lockctl watch {pattern}  every {interval_ms} ms  (refresh {})\n",
+            done + 1
+        );
+        // In place on a terminal (cursor home, clear screen); one table after another otherwise.
+        let clear = if tty { "\x1b[H\x1b[2J" } else { "" };
+        let _ = write!(out, "{clear}{header}{}", render::table(&records));
+        let _ = out.flush();
+        done += 1;
+        if iterations.is_some_and(|n| done >= n) {
+            return Ok(());
+        }
+    }
+}

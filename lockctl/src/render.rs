@@ -1,0 +1,146 @@
+//! Human tables and JSON output.
+
+use std::fmt::Write as _;
+
+use crate::record::{Holder, LockRecord};
+
+/// One JSON array of objects, on one line.
+pub(crate) fn json(records: &[LockRecord]) -> String {
+    // Serializing plain structs of strings and numbers cannot fail; fall back to `[]` anyway.
+    serde_json::to_string(records).unwrap_or_else(|_| "[]".to_owned())
+}
+
+/// The `list` / `watch` table.
+pub(crate) fn table(records: &[LockRecord]) -> String {
+    let mut rows = vec![
+        [
+            "KEY", "PTTL_MS", "HOLDER", "PID", "LABEL", "HELD", "TEMPLATE", "WAITERS",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    for r in records {
+        let h = &r.holder;
+        rows.push(vec![
+            r.key.clone(),
+            r.pttl_ms.to_string(),
+            or_dash(h.host.as_deref()),
+            h.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            or_dash(h.label.as_deref()),
+            r.held_ms.map_or_else(|| "-".to_owned(), human_ms),
+            or_dash(h.key_template.as_deref()),
+            r.waiters.len().to_string(),
+        ]);
+    }
+    let mut out = columns(&rows);
+    let _ = writeln!(out, "{} lock(s)", records.len());
+    out
+}
+
+/// The `inspect` view: one field a line, then the waiters in queue order.
+pub(crate) fn detail(r: &LockRecord) -> String {
+    let h = &r.holder;
+    let mut rows: Vec<Vec<String>> = vec![
+        vec!["key".into(), r.key.clone()],
+        vec!["pttl_ms".into(), r.pttl_ms.to_string()],
+        vec!["token".into(), h.token.clone()],
+        vec!["host".into(), or_dash(h.host.as_deref())],
+        vec![
+            "pid".into(),
+            h.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+        ],
+        vec!["label".into(), or_dash(h.label.as_deref())],
+        vec![
+            "acquired_at".into(),
+            h.acquired_at
+                .map_or_else(|| "-".to_owned(), |a| format!("{a} (unix ms)")),
+        ],
+        vec![
+            "held".into(),
+            r.held_ms.map_or_else(|| "-".to_owned(), human_ms),
+        ],
+        vec!["key_template".into(), or_dash(h.key_template.as_deref())],
+        vec!["fencing_token".into(), "- (not stored in Redis)".into()],
+        vec!["waiters".into(), r.waiters.len().to_string()],
+    ];
+    for (i, w) in r.waiters.iter().enumerate() {
+        rows.push(vec![format!("  #{}", i + 1), waiter(w)]);
+    }
+    columns(&rows)
+}
+
+fn waiter(w: &Holder) -> String {
+    format!(
+        "{} host={} pid={} label={}",
+        w.token,
+        or_dash(w.host.as_deref()),
+        w.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+        or_dash(w.label.as_deref()),
+    )
+}
+
+fn or_dash(s: Option<&str>) -> String {
+    s.unwrap_or("-").to_owned()
+}
+
+/// `850ms`, `12.3s`, `4m05s`, `3h07m`, `2d04h`.
+fn human_ms(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms}ms"),
+        1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
+        3_600_000..86_400_000 => format!("{}h{:02}m", ms / 3_600_000, (ms / 60_000) % 60),
+        _ => format!("{}d{:02}h", ms / 86_400_000, (ms / 3_600_000) % 24),
+    }
+}
+
+/// Left-aligned columns, two spaces apart.
+fn columns(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ", width = widths[c]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(human_ms(850), "850ms");
+        assert_eq!(human_ms(12_345), "12.3s");
+        assert_eq!(human_ms(245_000), "4m05s");
+        assert_eq!(human_ms(11_220_000), "3h07m");
+        assert_eq!(human_ms(187_200_000), "2d04h");
+    }
+
+    #[test]
+    fn columns_align() {
+        let rows = vec![
+            vec!["a".to_owned(), "bb".to_owned()],
+            vec!["ccc".to_owned(), "d".to_owned()],
+        ];
+        assert_eq!(columns(&rows), "a    bb\nccc  d\n");
+    }
+}
