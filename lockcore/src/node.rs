@@ -71,6 +71,11 @@ impl Node {
         Ok(info)
     }
 
+    /// [`connection_info`](Self::connection_info) of every URL.
+    pub(crate) fn connection_infos(urls: &[String]) -> Result<Vec<ConnectionInfo>, LockError> {
+        urls.iter().map(|url| Self::connection_info(url)).collect()
+    }
+
     /// The redis-rs client for `url` (see [`connection_info`](Self::connection_info)), trusting
     /// the builder's CA for `rediss://`.
     pub(crate) fn client(url: &str, tls: &TlsFiles) -> Result<Client, LockError> {
@@ -84,10 +89,7 @@ impl Node {
         seeds: &[String],
         options: &ConnectOptions,
     ) -> Result<Node, LockError> {
-        let infos = seeds
-            .iter()
-            .map(|url| Self::connection_info(url))
-            .collect::<Result<Vec<_>, _>>()?;
+        let infos = Self::connection_infos(seeds)?;
         let builder = redis::cluster::ClusterClientBuilder::new(infos)
             .tcp_settings(TcpSettings::default().set_nodelay(true))
             .connection_timeout(options.connection_timeout)

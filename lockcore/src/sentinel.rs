@@ -59,10 +59,7 @@ impl SentinelPrimary {
         options: &ConnectOptions,
         runtime: &Handle,
     ) -> Result<SentinelPrimary, LockError> {
-        let infos = sentinel_urls
-            .iter()
-            .map(|url| Node::connection_info(url))
-            .collect::<Result<Vec<_>, _>>()?;
+        let infos = Node::connection_infos(sentinel_urls)?;
         let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
         let mut builder = SentinelClientBuilder::new(
             infos.iter().map(|info| info.addr().clone()),
