@@ -52,8 +52,10 @@ async fn c01_stale_release_leaves_new_holder_untouched() {
     let b = manager(&server).await;
     let key = full("order:42");
 
-    let t0 = Instant::now();
     let guard_a = must_acquire(&a, "order:42", &opts(500, 0)).await;
+    // After the acquire returned: A's lease started earlier, so it has surely ended by t0 + 600
+    // even when the acquire itself was slow (a loaded machine).
+    let t0 = Instant::now();
     tokio::time::sleep_until(t0 + Duration::from_millis(600)).await;
     let guard_b = b
         .try_acquire("order:42", &opts(5000, 0))
