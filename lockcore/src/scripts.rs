@@ -244,7 +244,9 @@ fn commands_of(script: &Script) -> &'static str {
 /// of them (see the README's ACL rule).
 pub(crate) fn explain(script: &Script, error: redis::RedisError) -> redis::RedisError {
     let text = error.to_string();
-    if !text.contains("can't run this command") {
+    // Redis 7.0: "... can't run this command ..."; Valkey 8: "ACL failure in script: user .. has
+    // no permissions to run the '..' command".
+    if !text.contains("can't run this command") && !text.contains("no permissions to run") {
         return error;
     }
     redis::RedisError::from((
