@@ -135,12 +135,13 @@ impl Backend {
             }
             Kind::Redlock(redlock) => {
                 let vote = redlock.acquire(key, counter_key, token, ttl).await;
-                in_flight.disarm();
                 let node_timeout = redlock.node_timeout(ttl);
                 // A win counts only with at least one node timeout of validity left, the
                 // margin that keeps fencing tokens increasing (`Redlock::raise_counters`).
                 let expired = attempt_start.elapsed() + node_timeout >= validity(ttl);
-                match vote {
+                // `in_flight` stays armed through the clean-up below: an attempt dropped there
+                // still releases its token.
+                let outcome = match vote {
                     Ok(won @ Vote::Won { .. }) if !expired => Ok(won),
                     Ok(vote) => {
                         // Some nodes may hold this attempt's token: take it back from all of
@@ -165,7 +166,9 @@ impl Backend {
                         self.spawn_release(key.to_owned(), token.to_owned(), ttl);
                         Err(err)
                     }
-                }
+                };
+                in_flight.disarm();
+                outcome
             }
         }
     }
@@ -202,14 +205,15 @@ impl Backend {
     }
 
     /// Compare-and-`PEXPIRE` of every `(key, token, ttl)`, in one script call per node. Entry
-    /// `i` is `true` when lease `i` was renewed (Redlock: on a quorum).
+    /// `i` is `Some(true)` when lease `i` was renewed (Redlock: on a quorum), `Some(false)` when
+    /// its key is gone or not its own, `None` when its cluster shard did not answer.
     ///
     /// # Errors
     /// As [`release`](Self::release).
     pub(crate) async fn renew(
         &self,
         leases: &[(&str, &str, Duration)],
-    ) -> Result<Vec<bool>, LockError> {
+    ) -> Result<Vec<Option<bool>>, LockError> {
         match &self.kind {
             Kind::Single(single) => single.renew(leases).await,
             Kind::Redlock(redlock) => redlock.renew(leases).await,
@@ -230,7 +234,7 @@ impl Backend {
         match &self.kind {
             Kind::Single(single) => single.extend(key, token, ttl).await,
             Kind::Redlock(redlock) => {
-                Ok(redlock.renew(&[(key, token, ttl)]).await?.first() == Some(&true))
+                Ok(redlock.renew(&[(key, token, ttl)]).await?.first() == Some(&Some(true)))
             }
         }
     }

@@ -189,7 +189,12 @@ impl LockManagerBuilder {
     /// `replicas` replicas acknowledged the write. Too few acknowledgements within `timeout`
     /// release the key (acquire) and return [`LockError::NotReplicated`]. Narrows the window in
     /// which a fail-over to a replica that missed the write grants the lock twice; it does not
-    /// close it (Redis replication stays asynchronous). One extra round trip per call.
+    /// close it (Redis replication stays asynchronous). One extra round trip per call, and the
+    /// `WAIT` holds the manager's connection meanwhile: other lock calls of this manager queue
+    /// behind it. `timeout` must be above zero and below the
+    /// [`response_timeout`](Self::response_timeout); [`build`](Self::build) refuses it otherwise
+    /// ([`LockError::InvalidOptions`]). An extend that too few replicas acknowledge keeps the
+    /// new TTL (Redis applied it) and returns [`LockError::NotReplicated`].
     pub fn wait_for_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
         self.replicas = Some(WaitForReplicas { replicas, timeout });
         self
@@ -269,6 +274,18 @@ impl LockManagerBuilder {
     ///   sentinel knows `master_name`.
     pub async fn build(self) -> Result<LockManager, LockError> {
         self.default_options.validate()?;
+        if let Some(replicas) = &self.replicas
+            && (replicas.timeout.is_zero() || replicas.timeout >= self.response_timeout)
+        {
+            // `WAIT` blocks the manager's one multiplexed connection: 0 (forever) or a timeout
+            // past the response timeout would turn every lock call into a Redis timeout.
+            return Err(LockError::InvalidOptions {
+                reason: format!(
+                    "wait_for_replicas timeout is {:?}; expected more than zero and less than the response timeout ({:?})",
+                    replicas.timeout, self.response_timeout
+                ),
+            });
+        }
         let options = ConnectOptions {
             connection_timeout: self.connection_timeout,
             response_timeout: self.response_timeout,

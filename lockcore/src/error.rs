@@ -55,8 +55,9 @@ pub enum LockError {
     },
     /// [`LockManagerBuilder::wait_for_replicas`](crate::LockManagerBuilder::wait_for_replicas):
     /// fewer replicas than asked acknowledged an acquire or extend within the timeout. An
-    /// acquire releases the key before returning this; an extend leaves the lease as it was
-    /// recorded before the call. Never returned as [`Contended`](Self::Contended).
+    /// acquire releases the key before returning this; an extend keeps the new TTL (Redis
+    /// applied it on the primary), and the guard's deadline follows it. Never returned as
+    /// [`Contended`](Self::Contended).
     #[error(
         "lock `{key}` was written but only {acked} replicas acknowledged it within the timeout; {needed} were required"
     )]

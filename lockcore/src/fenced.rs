@@ -8,19 +8,50 @@ use once_cell::sync::Lazy;
 use redis::{FromRedisValue, Script, ToRedisArgs};
 
 /// A write was rejected because the resource already accepted a newer fencing token: the
-/// writer's lease has ended and another holder has written since.
+/// writer's lease has ended and another holder has written since. Also the rejection of token
+/// 0, the token of a guard acquired with [`FencingCounter::Off`](crate::FencingCounter::Off):
+/// fencing is off, and such a guard can fence nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "stale write to `{resource}` rejected: fencing token {presented} is older than {latest}, \
-     the newest token it has accepted"
-)]
+#[error("{}", self.describe())]
 pub struct StaleWrite {
     /// What was written to: the Redis key, the table and row, or the [`FenceGate`]'s name.
     pub resource: String,
     /// The fencing token the rejected write carried.
     pub presented: u64,
-    /// The newest token the resource has accepted; always greater than `presented`.
+    /// The newest token the resource has accepted; greater than `presented`, except for a
+    /// refused token 0 (fencing off), where it may be 0 too.
     pub latest: u64,
+}
+
+impl StaleWrite {
+    /// A refusal of a write whose guard was acquired with fencing off.
+    fn fencing_off(resource: &str, latest: u64) -> Self {
+        StaleWrite {
+            resource: resource.to_owned(),
+            presented: crate::fencing::NO_FENCING_TOKEN,
+            latest,
+        }
+    }
+
+    /// `true` when the write was refused because its guard has no fencing token
+    /// ([`FencingCounter::Off`](crate::FencingCounter::Off)), not because a newer holder wrote.
+    pub fn is_fencing_off(&self) -> bool {
+        self.presented == crate::fencing::NO_FENCING_TOKEN
+    }
+
+    fn describe(&self) -> String {
+        if self.is_fencing_off() {
+            format!(
+                "write to `{}` refused: fencing token 0 comes from a lock acquired with FencingCounter::Off (fencing is off); acquire with a fencing counter to write to a fenced resource",
+                self.resource
+            )
+        } else {
+            format!(
+                "stale write to `{}` rejected: fencing token {} is older than {}, the newest token it has accepted",
+                self.resource, self.presented, self.latest
+            )
+        }
+    }
 }
 
 /// Why a [`FencedRedis::set`] did not write.
@@ -208,6 +239,9 @@ impl FencedRedis {
     where
         C: redis::aio::ConnectionLike,
     {
+        if fencing_token == crate::fencing::NO_FENCING_TOKEN {
+            return Err(FenceError::Stale(StaleWrite::fencing_off(&self.key, 0)));
+        }
         let [value] = <[Vec<u8>; 1]>::try_from(value.to_redis_args()).map_err(|args| {
             FenceError::Redis(redis::RedisError::from((
                 redis::ErrorKind::Client,
@@ -318,6 +352,9 @@ impl<T> FenceGate<T> {
         write: impl FnOnce(&mut T) -> R,
     ) -> Result<R, StaleWrite> {
         let mut state = self.lock();
+        if fencing_token == crate::fencing::NO_FENCING_TOKEN {
+            return Err(StaleWrite::fencing_off(&self.resource, state.latest));
+        }
         if fencing_token < state.latest {
             return Err(StaleWrite {
                 resource: self.resource.clone(),

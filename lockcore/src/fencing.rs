@@ -33,12 +33,24 @@ pub enum FencingCounter {
     /// One counter per Redis Cluster hash slot, `<prefix>__fencing_counter__{<tag>}`, where
     /// `<tag>` hashes to the lock key's slot. At most 16 384 counter keys.
     PerSlot,
+    /// No counter: the acquire is a plain `SET NX PX` (no `INCR`), and
+    /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token) is 0, which
+    /// [`FencedRedis`](crate::FencedRedis) and [`FenceGate`](crate::FenceGate) always refuse
+    /// (their error says that fencing is off). What it costs in safety: a holder paused past its
+    /// TTL (GC, `SIGSTOP`, a slow network) can still write after the next holder took over, and
+    /// nothing at the resource stops it; the lock alone is then only as good as the TTL.
+    Off,
 }
+
+/// The fencing token of a guard acquired with [`FencingCounter::Off`]: never minted by a
+/// counter (which starts at 1), refused by every fenced resource.
+pub(crate) const NO_FENCING_TOKEN: u64 = 0;
 
 pub(crate) const COUNTER_NAME: &str = "__fencing_counter__";
 
-/// The counter key for `lock_key` (the full key, prefix included). The name is reserved: a key
-/// that starts with `__fencing_counter__` is refused as [`LockError::InvalidKey`](crate::LockError).
+/// The counter key for `lock_key` (the full key, prefix included); `lock_key` itself when
+/// fencing is off. The name is reserved: a key that starts with `__fencing_counter__` is
+/// refused as [`LockError::InvalidKey`](crate::LockError).
 pub(crate) fn counter_key(prefix: &str, lock_key: &str, mode: FencingCounter) -> String {
     match mode {
         FencingCounter::PerPrefix => format!("{prefix}{COUNTER_NAME}"),
@@ -46,6 +58,8 @@ pub(crate) fn counter_key(prefix: &str, lock_key: &str, mode: FencingCounter) ->
             let tag = crate::slot::tag_for(lock_key);
             format!("{prefix}{COUNTER_NAME}{{{tag}}}")
         }
+        // The scripts mint nothing when the counter key is the lock key itself (same slot).
+        FencingCounter::Off => lock_key.to_owned(),
     }
 }
 

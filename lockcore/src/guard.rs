@@ -204,11 +204,20 @@ impl LockGuard {
         }
         let start = Instant::now();
         let deadline = self.lease.deadline();
-        let extended = self
+        let extended = match self
             .shared
             .backend
             .extend(&self.lease.key, &self.lease.token, ttl)
-            .await?;
+            .await
+        {
+            Ok(extended) => extended,
+            Err(err @ LockError::NotReplicated { .. }) => {
+                // Redis applied the new TTL; only its replication is short.
+                self.lease.renewed(write, start, ttl);
+                return Err(err);
+            }
+            Err(err) => return Err(err),
+        };
         // Redlock: the extension counts only if it completed within the remaining validity.
         if extended && Instant::now() < deadline {
             self.lease.renewed(write, start, ttl);

@@ -122,14 +122,19 @@ impl Node {
     }
 
     /// The renewal script (compare-and-`PEXPIRE`) over `leases`, in one call (on a cluster,
-    /// one call per slot, in parallel: a script's keys must share a slot); entry `i` is `true`
-    /// when lease `i` was renewed.
+    /// one call per slot, in parallel: a script's keys must share a slot). Entry `i` is
+    /// `Some(true)` when lease `i` was renewed, `Some(false)` when its key is gone or not its
+    /// own, `None` when its cluster shard did not answer while others did.
+    ///
+    /// # Errors
+    /// When the one call fails (on a cluster: when every slot's call failed).
     pub(crate) async fn renew(
         self,
         leases: &[(&str, &str, Duration)],
-    ) -> redis::RedisResult<Vec<bool>> {
+    ) -> redis::RedisResult<Vec<Option<bool>>> {
         if !matches!(self, Node::Cluster(_)) {
-            return renew_batch(self, leases.iter().copied()).await;
+            let renewed = renew_batch(self, leases.iter().copied()).await?;
+            return Ok(renewed.into_iter().map(Some).collect());
         }
         let mut by_slot: std::collections::BTreeMap<u16, Vec<usize>> = Default::default();
         for (index, (key, _, _)) in leases.iter().enumerate() {
@@ -141,17 +146,30 @@ impl Node {
         let calls = by_slot.values().map(|indexes| {
             let node = self.clone();
             async move {
-                let renewed = renew_batch(node, indexes.iter().map(|&i| leases[i])).await?;
-                Ok::<_, redis::RedisError>(indexes.iter().copied().zip(renewed).collect::<Vec<_>>())
+                let renewed = renew_batch(node, indexes.iter().map(|&i| leases[i])).await;
+                (indexes, renewed)
             }
         });
-        let mut out = vec![false; leases.len()];
-        for group in futures_util::future::join_all(calls).await {
-            for (index, ok) in group? {
-                out[index] = ok;
+        let mut out = vec![None; leases.len()];
+        let mut first_error = None;
+        let mut answered = false;
+        for (indexes, renewed) in futures_util::future::join_all(calls).await {
+            match renewed {
+                Ok(renewed) => {
+                    answered = true;
+                    for (&index, ok) in indexes.iter().zip(renewed) {
+                        out[index] = Some(ok);
+                    }
+                }
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                }
             }
         }
-        Ok(out)
+        match first_error {
+            Some(err) if !answered => Err(err),
+            _ => Ok(out),
+        }
     }
 }
 

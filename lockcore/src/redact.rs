@@ -8,20 +8,16 @@ pub(crate) fn redact_url(url: &str) -> String {
         return url.to_owned();
     };
     let rest = &url[scheme_end..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
+    // The last `@`: a password may hold `/` or `@` (an unparseable URL is shown too), so
+    // everything before it is user info; masking too much is the safe side.
+    let Some(at) = rest.rfind('@') else {
         return url.to_owned();
     };
     let user_info = &rest[..at];
-    let user = user_info
-        .split_once(':')
-        .map_or(user_info, |(user, _)| user);
-    let password_given = user_info.contains(':') || user.is_empty();
-    let masked = if password_given {
-        format!("{user}:***")
-    } else {
-        // `redis://password@host` (no colon): the whole user-info part is the password.
-        "***".to_owned()
+    let masked = match user_info.split_once(':') {
+        Some((user, _)) => format!("{user}:***"),
+        // `redis://password@host` (no colon): the whole user-info part may be the password.
+        None => "***".to_owned(),
     };
     format!("{}{masked}{}", &url[..scheme_end], &rest[at..])
 }
@@ -42,7 +38,12 @@ mod tests {
                 "redis://:***@127.0.0.1:7000/0",
             ),
             ("redis://s3cret@h:1", "redis://***@h:1"),
-            ("redis://a:b:c@h/x@y", "redis://a:***@h/x@y"),
+            ("redis://a:b:c@h/x", "redis://a:***@h/x"),
+            (
+                "redis://app:Zx/9q+Lw@host:6380/",
+                "redis://app:***@host:6380/",
+            ),
+            ("redis://app:p@ss@host/", "redis://app:***@host/"),
             ("redis://127.0.0.1:6380/", "redis://127.0.0.1:6380/"),
             ("not a url", "not a url"),
         ] {

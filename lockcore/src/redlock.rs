@@ -122,6 +122,8 @@ impl Redlock {
         let mut minted: Vec<Option<u64>> = vec![None; n];
         let mut holder_ttl: Option<Duration> = None;
         let ttl_ms = duration_ms(ttl);
+        // `FencingCounter::Off`: the counter key is the lock key, and nothing is minted.
+        let fenced = counter_key != key;
         self.fan_out(
             ttl,
             |_| true,
@@ -135,7 +137,7 @@ impl Redlock {
                     .await
             },
             |index, reply| {
-                match reply.map(|reply| reply.and_then(Vote::from_reply)) {
+                match reply.map(|reply| reply.and_then(|r| Vote::from_reply(r, fenced))) {
                     Some(Ok(Vote::Won { fencing_token })) => {
                         won += 1;
                         minted[index] = Some(fencing_token);
@@ -154,8 +156,10 @@ impl Redlock {
         .await;
         if won >= quorum {
             let fencing_token = minted.iter().flatten().copied().max().unwrap_or(0);
-            self.raise_counters(counter_key, fencing_token, &minted, ttl)
-                .await?;
+            if fenced {
+                self.raise_counters(counter_key, fencing_token, &minted, ttl)
+                    .await?;
+            }
             return Ok(Vote::Won { fencing_token });
         }
         if failed > n - quorum {
@@ -167,25 +171,27 @@ impl Redlock {
         Ok(Vote::Lost { holder_ttl })
     }
 
-    /// Redlock: makes sure a quorum of counters is at least `fencing_token` before the guard is
-    /// returned, so that the next acquisition's token is larger whichever quorum it wins.
+    /// Redlock: makes sure a quorum of the nodes this attempt won has its counter at least
+    /// `fencing_token` before the guard is returned, so that the next acquisition's token is
+    /// larger whichever quorum it wins.
     ///
     /// Why: each node's counter is incremented only where an attempt won `SET NX`, so the
     /// counters drift apart (attempts that lose the quorum move some of them), and the maximum
-    /// over one quorum can be below the maximum over another. With a quorum `S` of counters at
-    /// least `t` before the holder of `t` starts, any later winning quorum shares a node with
-    /// `S` and increments it past `t`. "Later" holds because the attempt that follows a
-    /// release or expiry of `t` sends its `SET NX`s after that node's floor was raised: the
-    /// raise completes before the guard is returned, and an acquisition counts only if at
-    /// least one node timeout of validity is left then (see `LockManager::acquire`), while a
-    /// round's replies count only within one node timeout.
+    /// over one quorum can be below the maximum over another. Let `S` be the raised winners: a
+    /// quorum of nodes that hold this attempt's key and whose counter is at least `t`. A later
+    /// acquisition wins a quorum too, so it shares a node `s` with `S`, and its `SET NX` on `s`
+    /// succeeded only once this key was gone there: after its release or expiry, both of which
+    /// come after the raise on `s` (the raise is acknowledged while the key is held, before the
+    /// guard is returned and within the validity). Its `INCR` on `s`, in the same script as that
+    /// `SET NX`, therefore returns more than `t`. Only winners are raised: a node that does not
+    /// hold the key could take another attempt's `SET NX` before the raise arrives.
     ///
-    /// Nodes whose own minted token is `fencing_token` already qualify; when they form a
+    /// Winners whose own minted token is `fencing_token` already qualify; when they form a
     /// quorum (the counters agree, as in steady operation) nothing is sent. Otherwise the other
-    /// nodes get a `max(counter, fencing_token)` write, one round trip.
+    /// winners get a `max(counter, fencing_token)` write, one round trip.
     ///
     /// # Errors
-    /// [`LockError::QuorumUnreachable`] when fewer than a quorum of counters could be raised.
+    /// [`LockError::QuorumUnreachable`] when fewer than a quorum of winners could be raised.
     async fn raise_counters(
         &self,
         counter_key: &str,
@@ -203,7 +209,7 @@ impl Redlock {
         }
         self.fan_out(
             ttl,
-            |index| minted[index] != Some(fencing_token),
+            |index| minted[index].is_some_and(|fence| fence != fencing_token),
             |mut node| async move {
                 scripts::RAISE_COUNTER
                     .key(counter_key)
@@ -270,7 +276,7 @@ impl Redlock {
     pub(crate) async fn renew(
         &self,
         leases: &[(&str, &str, Duration)],
-    ) -> Result<Vec<bool>, LockError> {
+    ) -> Result<Vec<Option<bool>>, LockError> {
         let shortest = leases
             .iter()
             .map(|(_, _, ttl)| *ttl)
@@ -286,7 +292,7 @@ impl Redlock {
                 if let Some(Ok(renewed)) = reply {
                     answered += 1;
                     for (vote, ok) in votes.iter_mut().zip(renewed) {
-                        *vote += usize::from(ok);
+                        *vote += usize::from(ok == Some(true));
                     }
                 }
                 false
@@ -295,7 +301,7 @@ impl Redlock {
         .await;
         self.settle(answered)?;
         let quorum = self.quorum();
-        Ok(votes.into_iter().map(|v| v >= quorum).collect())
+        Ok(votes.into_iter().map(|v| Some(v >= quorum)).collect())
     }
 
     /// An error when fewer than a quorum of nodes answered.

@@ -8,31 +8,42 @@ use once_cell::sync::Lazy;
 use redis::Script;
 
 /// A script whose body may call `value_of(key)`: the key's string value, `false` when the key
-/// is missing, and `''` (never a token) when the key holds another type. A plain `GET` raises
+/// is missing, and `''` (never a token) when the key holds another type; any other error of
+/// the `GET` (an ACL refusal, say) aborts the script with that error. A plain `GET` raises
 /// `WRONGTYPE` there, which aborts the whole script: one foreign value would fail every key
 /// of a renewal batch, and a release would report a Redis error instead of `Lost`.
+///
+/// It may also call `mint()`: the next fencing token from the counter `KEYS[2]`, or 0 when
+/// `KEYS[2]` is the lock key itself (`FencingCounter::Off`: no counter is touched).
 fn with_value_of(body: &str) -> Script {
-    const VALUE_OF: &str = "
+    const HELPERS: &str = "
 local function value_of(key)
   local value = redis.pcall('GET', key)
-  if type(value) == 'table' then return '' end
+  if type(value) == 'table' then
+    if value.err and string.find(value.err, 'WRONGTYPE', 1, true) then return '' end
+    error(value)
+  end
   return value
+end
+local function mint()
+  if KEYS[2] == KEYS[1] then return 0 end
+  return redis.call('INCR', KEYS[2])
 end";
-    Script::new(&format!("{VALUE_OF}{body}"))
+    Script::new(&format!("{HELPERS}{body}"))
 }
 
 /// Acquire: `SET key token NX PX ttl`, and on success mint the fencing token in the same script.
 ///
-/// - `KEYS[1]` lock key, `KEYS[2]` fencing counter key
+/// - `KEYS[1]` lock key, `KEYS[2]` fencing counter key (the lock key again: no fencing)
 /// - `ARGV[1]` token, `ARGV[2]` ttl in ms
 ///
-/// Returns `{1, fencing_token}` when acquired, otherwise `{0, pttl_ms}` of the current holder
+/// Returns `{1, fencing_token}` (0 without fencing) when acquired, otherwise `{0, pttl_ms}` of the current holder
 /// (`-1`: the key has no expiry).
 pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+    with_value_of(
         r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('INCR', KEYS[2])}
+  return {1, mint()}
 end
 return {0, redis.call('PTTL', KEYS[1])}
 ",
@@ -57,7 +68,7 @@ pub(crate) static ACQUIRE_QUEUED: Lazy<Script> = Lazy::new(|| {
         r"
 local queued = redis.call('EXISTS', KEYS[3]) == 1
 if not queued and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, redis.call('INCR', KEYS[2])}
+  return {1, mint()}
 end
 local holder = value_of(KEYS[1])
 if holder == ARGV[1] then
@@ -66,7 +77,7 @@ if holder == ARGV[1] then
     redis.call('LREM', KEYS[3], 0, ARGV[1])
     redis.call('HDEL', KEYS[4], ARGV[1])
   end
-  return {1, redis.call('INCR', KEYS[2])}
+  return {1, mint()}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -84,7 +95,7 @@ if not holder and (not head or head == ARGV[1]) then
     redis.call('LPOP', KEYS[3])
     redis.call('HDEL', KEYS[4], ARGV[1])
   end
-  return {1, redis.call('INCR', KEYS[2])}
+  return {1, mint()}
 end
 if ARGV[3] == '1' then
   if redis.call('HSET', KEYS[4], ARGV[1], (now + tonumber(ARGV[4])) .. '|' .. ARGV[2] .. '|' .. ARGV[5]) == 1 then

@@ -70,7 +70,7 @@ impl Single {
             .invoke_async::<(i64, i64)>(&mut self.node.clone())
             .await
             .map_err(|e| scripts::explain(&scripts::ACQUIRE_QUEUED, e))
-            .and_then(Vote::from_reply)?;
+            .and_then(|reply| Vote::from_reply(reply, counter_key != key))?;
         if let (Vote::Won { .. }, Some(replicas)) = (&vote, &self.replicas) {
             replicas.wait(&self.node, key).await?;
         }
@@ -104,11 +104,11 @@ impl Single {
     }
 
     /// Compare-and-`PEXPIRE` of every `(key, token, ttl)` in one script call (one per slot on
-    /// a cluster); entry `i` is `true` when lease `i` was renewed.
+    /// a cluster); see [`Node::renew`] for the entries.
     pub(crate) async fn renew(
         &self,
         leases: &[(&str, &str, Duration)],
-    ) -> Result<Vec<bool>, LockError> {
+    ) -> Result<Vec<Option<bool>>, LockError> {
         Ok(self.node.clone().renew(leases).await?)
     }
 
@@ -124,7 +124,7 @@ impl Single {
         token: &str,
         ttl: Duration,
     ) -> Result<bool, LockError> {
-        let extended = self.renew(&[(key, token, ttl)]).await?.first() == Some(&true);
+        let extended = self.renew(&[(key, token, ttl)]).await?.first() == Some(&Some(true));
         if let (true, Some(replicas)) = (extended, &self.replicas) {
             replicas.wait(&self.node, key).await?;
         }

@@ -20,10 +20,13 @@ impl Vote {
     /// A won reply whose fencing token is not positive: the counter was overwritten (only
     /// `INCR` from 0 up is ours), so the token would not fence anything. The caller releases
     /// the key as after any failed acquire.
-    pub(crate) fn from_reply((won, value): (i64, i64)) -> redis::RedisResult<Vote> {
+    /// Without fencing (`fenced` false, `FencingCounter::Off`) a win carries token 0.
+    pub(crate) fn from_reply((won, value): (i64, i64), fenced: bool) -> redis::RedisResult<Vote> {
         if won == 1 {
             match u64::try_from(value) {
-                Ok(fencing_token) if fencing_token > 0 => Ok(Vote::Won { fencing_token }),
+                Ok(fencing_token) if fencing_token > 0 || !fenced => {
+                    Ok(Vote::Won { fencing_token })
+                }
                 _ => Err(redis::RedisError::from((
                     redis::ErrorKind::Client,
                     "the fencing counter holds a value lockcore did not mint",

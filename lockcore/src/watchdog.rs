@@ -212,10 +212,12 @@ impl Watchdog {
             };
             if ready && batch.len() < MAX_BATCH {
                 match lease.try_write_lock() {
+                    // The TTL is read under the write lock: an extend that finished just before
+                    // must not be undone by a renewal with the old TTL.
                     Some(write) => batch.push(Renewal {
                         id: *id,
                         lease: Arc::clone(lease),
-                        ttl,
+                        ttl: lease.ttl(),
                         write,
                     }),
                     // An extend is in flight; it wakes the scheduler when done. Look again
@@ -234,30 +236,49 @@ impl Watchdog {
     }
 
     /// Records the results of a batch sent at `start`.
-    fn settle_batch(&self, start: Instant, batch: &[Renewal], reply: Result<Vec<bool>, LockError>) {
+    fn settle_batch(
+        &self,
+        start: Instant,
+        batch: &[Renewal],
+        reply: Result<Vec<Option<bool>>, LockError>,
+    ) {
         let mut registry = self.lock();
-        match reply {
-            Ok(renewed) => {
-                for (renewal, ok) in batch.iter().zip(renewed) {
-                    let lease = &renewal.lease;
-                    // A lease released (unregistered) while the batch was in flight is not
-                    // ours to judge: its release may have deleted the key first.
-                    let Some(entry) = registry.entries.get_mut(&renewal.id) else {
-                        continue;
-                    };
-                    if lease.status() != LeaseStatus::Held {
-                        continue;
+        let renewed = match reply {
+            Ok(renewed) => renewed,
+            Err(err) => {
+                let leases: Vec<&Lease> = batch.iter().map(|renewal| &*renewal.lease).collect();
+                telemetry::renewal_failed(&leases, &err);
+                for renewal in batch {
+                    if let Some(entry) = registry.entries.get_mut(&renewal.id) {
+                        entry.retry_later(renewal, &err);
                     }
-                    if ok && Instant::now() < lease.deadline() {
-                        lease.renewed(&renewal.write, start, renewal.ttl);
-                        telemetry::renewed(lease);
-                        entry.retry_at = None;
-                        if std::mem::take(&mut entry.failing) {
-                            tracing::info!(key = lease.key, "watchdog renewal works again");
-                        }
-                        continue;
+                }
+                return;
+            }
+        };
+        for (renewal, ok) in batch.iter().zip(renewed) {
+            let lease = &renewal.lease;
+            // A lease released (unregistered) while the batch was in flight is not ours to
+            // judge: its release may have deleted the key first.
+            let Some(entry) = registry.entries.get_mut(&renewal.id) else {
+                continue;
+            };
+            if lease.status() != LeaseStatus::Held {
+                continue;
+            }
+            match ok {
+                // Its cluster shard did not answer (the others did): retry this lease alone.
+                None => entry.retry_later(renewal, &"its cluster shard did not answer"),
+                Some(true) if Instant::now() < lease.deadline() => {
+                    lease.renewed(&renewal.write, start, renewal.ttl);
+                    telemetry::renewed(lease);
+                    entry.retry_at = None;
+                    if std::mem::take(&mut entry.failing) {
+                        tracing::info!(key = lease.key, "watchdog renewal works again");
                     }
-                    if ok {
+                }
+                Some(renewed) => {
+                    if renewed {
                         // Renewed, but only after the lease's validity ran out (Redlock: the
                         // quorum may not have been intact all along). Not ours any more.
                         telemetry::lost(
@@ -276,22 +297,19 @@ impl Watchdog {
                     registry.entries.remove(&renewal.id);
                 }
             }
-            Err(err) => {
-                let leases: Vec<&Lease> = batch.iter().map(|renewal| &*renewal.lease).collect();
-                telemetry::renewal_failed(&leases, &err);
-                let retry_at = |ttl| Instant::now() + retry_interval(ttl);
-                for renewal in batch {
-                    let Some(entry) = registry.entries.get_mut(&renewal.id) else {
-                        continue;
-                    };
-                    entry.retry_at = Some(retry_at(renewal.ttl));
-                    if !std::mem::replace(&mut entry.failing, true) {
-                        tracing::warn!(key = renewal.lease.key, error = %err, "watchdog renewal failed; retrying every min(ttl/10, 100 ms) until the lease's deadline");
-                    } else {
-                        tracing::debug!(key = renewal.lease.key, error = %err, "watchdog renewal failed again");
-                    }
-                }
-            }
+        }
+    }
+}
+
+impl Entry {
+    /// A renewal of this lease failed: try again at the documented pace, and log only when the
+    /// lease starts failing.
+    fn retry_later(&mut self, renewal: &Renewal, error: &dyn std::fmt::Display) {
+        self.retry_at = Some(Instant::now() + retry_interval(renewal.ttl));
+        if !std::mem::replace(&mut self.failing, true) {
+            tracing::warn!(key = renewal.lease.key, error = %error, "watchdog renewal failed; retrying every min(ttl/10, 100 ms) until the lease's deadline");
+        } else {
+            tracing::debug!(key = renewal.lease.key, error = %error, "watchdog renewal failed again");
         }
     }
 }

@@ -75,12 +75,24 @@ async fn the_documented_rule_covers_every_feature() {
         let opts = LockOptions::new(Duration::from_secs(2)).wait(Duration::from_secs(5));
         waiter.acquire("acl:item", &opts).await
     });
-    // Two renewals' worth of time with the watchdog on (renewal every ttl/3 of 2 s).
-    tokio::time::sleep(Duration::from_millis(900)).await;
-    assert!(
-        guard.is_held(),
-        "the watchdog renews as the restricted user"
-    );
+    let mut raw = server.connection().await;
+    // The waiter is queued in Redis (so the release below hands over, and wakes it on the
+    // prefixed channel).
+    wait_queue_len(&mut raw, 1).await;
+    // A watchdog renewal lands when the key's PTTL goes back up (it only falls in between);
+    // renewals come every ttl/3 of 2 s. Bounded poll.
+    let key = full("acl:item");
+    let mut lowest = pttl(&mut raw, &key).await;
+    let mut renewed = false;
+    let until = tokio::time::Instant::now() + Duration::from_millis(1_500);
+    while tokio::time::Instant::now() < until && !renewed {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = pttl(&mut raw, &key).await;
+        renewed = now > lowest + 50;
+        lowest = lowest.min(now);
+    }
+    assert!(renewed, "the watchdog renews as the restricted user");
+    assert!(guard.is_held());
     assert!(guard.release().await.is_ok(), "release");
     let second = tokio::time::timeout(Duration::from_secs(5), queued)
         .await

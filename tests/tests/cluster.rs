@@ -242,7 +242,7 @@ async fn failover_with_a_holder_and_a_queued_waiter() {
     cluster.failover_primary_of(&format!("lock:{key}")).await;
     let released = guard.release().await;
     assert!(
-        !matches!(released, Err(LockError::Contended { .. })),
+        released.is_ok(),
         "release after the fail-over: {released:?}"
     );
     let (acquired, took) = tokio::time::timeout(budget * 3, waiting)
