@@ -128,6 +128,55 @@ async fn a_held_key_falls_back_to_ordered_acquisition_all_or_nothing() {
     all.release().await.expect("release");
 }
 
+/// The fast path never jumps the fair queue: with every key free but a live waiter queued on
+/// one of them, the bulk script changes nothing, the ordered path finds the waiter ahead, and
+/// the call fails without taking any key (the waiter keeps its turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_waiter_keeps_its_turn() {
+    let (_server, m, mut raw) = start_with_manager().await;
+    // Learn the queue keys' names from a real waiter, then let it go.
+    let held = must_acquire(&m, "acct:1", &opts(30_000, 0)).await;
+    let waiter = {
+        let m = m.clone();
+        tokio::spawn(async move { m.acquire("acct:1", &opts(5000, 5000)).await })
+    };
+    let (queue, entries) = wait_queue_len(&mut raw, 1).await;
+    waiter.abort();
+    assert!(
+        queue_gone_within(&mut raw, Duration::from_secs(2))
+            .await
+            .is_some(),
+        "the aborted waiter withdrew"
+    );
+    held.release().await.expect("release");
+    // A live waiter of another process: queued, entry valid for a minute.
+    let expires = server_now_ms(&mut raw).await + 60_000;
+    let entry = format!("{expires}|5000|lock:__wake__:elsewhere");
+    let _: () = query(&mut raw, &cmd(&["HSET", &entries, "ghost", &entry])).await;
+    let _: () = query(&mut raw, &cmd(&["RPUSH", &queue, "ghost"])).await;
+    for key in [&queue, &entries] {
+        let _: () = query(&mut raw, &cmd(&["PEXPIRE", key, "60000"])).await;
+    }
+
+    reset_stats(&mut raw).await;
+    let error = m
+        .acquire_many(["acct:1", "acct:2"], &opts(5000, 0))
+        .await
+        .expect_err("the queued waiter has the turn on acct:1");
+    assert!(
+        matches!(&error, LockError::Contended { key, .. } if *key == full("acct:1")),
+        "{error:?}"
+    );
+    assert!(
+        script_calls(&mut raw).await > 1,
+        "the bulk script refused, the ordered path ran"
+    );
+    for key in ["acct:1", "acct:2"] {
+        assert!(!exists(&mut raw, &full(key)).await, "{key} not taken");
+    }
+    assert_eq!(lrange(&mut raw, &queue).await, ["ghost"]);
+}
+
 /// Fencing tokens grow per key across calls, and a single-key acquire after a bulk one gets a
 /// larger token still.
 #[tokio::test]
