@@ -49,6 +49,13 @@ fn app_url(server: &RedisServer) -> String {
     format!("redis://app:{PASSWORD}@127.0.0.1:{}/", server.port())
 }
 
+/// A manager connected as the restricted user.
+async fn app_manager(server: &RedisServer) -> LockManager {
+    LockManager::connect(&app_url(server))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
 /// Acquire, hand-off to a queued waiter, extend, watchdog renewal, fencing and release, all as
 /// the restricted user.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,9 +102,7 @@ async fn the_documented_rule_covers_every_feature() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_permission_names_the_command() {
     let server = restricted_server(&["-pexpire"]);
-    let locks = LockManager::connect(&app_url(&server))
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let locks = app_manager(&server).await;
     let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO);
     let mut guard = locks
         .try_acquire("acl:nopexpire", &opts)
@@ -121,9 +126,7 @@ async fn a_missing_permission_names_the_command() {
 #[tokio::test]
 async fn the_documented_rule_covers_acquire_many() {
     let server = restricted_server(&[]);
-    let locks = LockManager::connect(&app_url(&server))
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let locks = app_manager(&server).await;
     let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO);
     let all = locks
         .acquire_many(["acl:a", "acl:b", "acl:c"], &opts)
@@ -148,9 +151,7 @@ async fn the_documented_rule_covers_acquire_many() {
 #[tokio::test]
 async fn a_missing_permission_in_acquire_many_names_the_command() {
     let server = restricted_server(&["-incr"]);
-    let locks = LockManager::connect(&app_url(&server))
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let locks = app_manager(&server).await;
     let opts = LockOptions::new(Duration::from_secs(30)).wait(Duration::ZERO);
     let err = locks
         .acquire_many(["acl:x", "acl:y"], &opts)

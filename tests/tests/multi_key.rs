@@ -44,21 +44,30 @@ async fn assert_held_by(raw: &mut MultiplexedConnection, guard: &MultiGuard) {
     }
 }
 
+/// `acquire_many(keys)`, asserting that the server behind `con` counted one script call for it.
+async fn acquire_in_one_script_call(
+    m: &LockManager,
+    con: &mut MultiplexedConnection,
+    keys: &[&str],
+    opts: &LockOptions,
+) -> MultiGuard {
+    reset_stats(con).await;
+    let all = m.acquire_many(keys, opts).await.expect("all free");
+    assert_eq!(
+        script_calls(con).await,
+        1,
+        "{} free keys, one script call",
+        keys.len()
+    );
+    all
+}
+
 /// All keys free: one script call takes all five, each with its own token and fencing token,
 /// minted in key order.
 #[tokio::test]
 async fn free_keys_are_taken_in_one_script_call() {
     let (_server, m, mut raw) = start_with_manager().await;
-    reset_stats(&mut raw).await;
-    let all = m
-        .acquire_many(KEYS, &opts(5000, 1000))
-        .await
-        .expect("all free");
-    assert_eq!(
-        script_calls(&mut raw).await,
-        1,
-        "five free keys, one script call"
-    );
+    let all = acquire_in_one_script_call(&m, &mut raw, &KEYS, &opts(5000, 1000)).await;
     assert_eq!(all.keys().collect::<Vec<_>>(), full_keys());
     assert_held_by(&mut raw, &all).await;
     let tokens = all.fencing_tokens();
@@ -305,14 +314,6 @@ async fn wait_for_replicas_follows_the_bulk_set() {
 
 // ---- Redis Cluster ------------------------------------------------------------------------------
 
-async fn cluster_manager(cluster: &RedisCluster) -> LockManager {
-    LockManager::builder()
-        .cluster(cluster.seed_urls())
-        .build()
-        .await
-        .unwrap_or_else(|e| panic!("cluster manager: {e}\n{}", cluster.log()))
-}
-
 async fn node_connection(url: &str) -> MultiplexedConnection {
     redis::Client::open(url)
         .expect("node url")
@@ -362,16 +363,7 @@ async fn cluster_keys_in_several_slots_and_in_one() {
         .expect("tagged");
     let before = first.fencing_tokens();
     first.release().await.expect("release");
-    reset_stats(&mut node).await;
-    let second = m
-        .acquire_many(tagged, &opts(5000, 0))
-        .await
-        .expect("tagged");
-    assert_eq!(
-        script_calls(&mut node).await,
-        1,
-        "keys of one slot: one script call"
-    );
+    let second = acquire_in_one_script_call(&m, &mut node, &tagged, &opts(5000, 0)).await;
     for (old, new) in before.iter().zip(second.fencing_tokens()) {
         assert!(new > *old, "fencing tokens grow per key");
     }
