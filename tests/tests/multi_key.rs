@@ -1,8 +1,9 @@
 //! `acquire_many` on one node: the one-script fast path (`ACQUIRE_ALL`) when no key is held,
 //! and its twin, the ordered fall-back when one is (still all or nothing); a fencing token per
 //! key; a dropped or timed-out call leaves no key behind; `wait_for_replicas` after the bulk
-//! set; and a cluster, where keys in several slots take the ordered path and keys of one slot
-//! the fast path (issue 13).
+//! set; the fair queue is never jumped; a Sentinel primary (one script call, one `WAIT`); and a
+//! cluster, where keys in several slots take the ordered path and keys of one slot the fast
+//! path (issue 13).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -374,4 +375,33 @@ async fn cluster_keys_in_several_slots_and_in_one() {
         );
     }
     second.release().await.expect("release");
+}
+
+// ---- Sentinel -----------------------------------------------------------------------------------
+
+/// On a Sentinel primary with `wait_for_replicas(1, ..)`: the free keys are taken in one script
+/// call, one `WAIT` covers them all, and the replica has every key with its guard's value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_primary_takes_free_keys_in_one_call_and_waits_once() {
+    let setup = SentinelSetup::start();
+    let m = LockManager::builder()
+        .sentinel(setup.sentinel_urls(), setup.master_name())
+        .wait_for_replicas(1, Duration::from_millis(500))
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("sentinel manager: {e}\n{}", setup.log()));
+    let mut primary = node_connection(&setup.current_primary_url()).await;
+    let all = acquire_in_one_script_call(&m, &mut primary, &KEYS, &opts(5000, 0)).await;
+    let stats = commandstats(&mut primary).await;
+    assert_eq!(calls_of(&stats, "wait"), 1, "one WAIT covers the bulk set");
+    let mut replica = node_connection(&setup.replica_url()).await;
+    for guard in all.guards() {
+        assert_eq!(
+            get(&mut replica, guard.key()).await.as_deref(),
+            Some(guard.stored_value()),
+            "{} acknowledged by the replica",
+            guard.key()
+        );
+    }
+    all.release().await.expect("release");
 }
