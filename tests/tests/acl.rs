@@ -146,8 +146,9 @@ async fn the_documented_rule_covers_acquire_many() {
     drop(held);
 }
 
-/// A refused command inside the bulk acquire names the script's commands, and the keys it set
-/// before the refusal are cleaned up.
+/// A refused command inside the bulk acquire is a `Redis` error that names it (Redis: the
+/// `NOPERM` text listing the script's commands; Valkey names the command itself), and the keys
+/// the script set before the refusal are cleaned up.
 #[tokio::test]
 async fn a_missing_permission_in_acquire_many_names_the_command() {
     let server = restricted_server(&["-incr"]);
@@ -158,9 +159,10 @@ async fn a_missing_permission_in_acquire_many_names_the_command() {
         .await
         .err()
         .unwrap_or_else(|| panic!("INCR is refused"));
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
     let text = err.to_string().to_lowercase();
     assert!(
-        text.contains("noperm") && text.contains("incr"),
+        text.contains("incr"),
         "the error names the refused command: {text}"
     );
     let mut raw = server.connection().await;
