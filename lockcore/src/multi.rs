@@ -188,10 +188,9 @@ impl LockManager {
     /// are taken in one script call (skipped under Redlock and on a cluster with the keys in
     /// several slots; with `wait_for_replicas` it is followed by one `WAIT`). Otherwise they
     /// are acquired one by one with [`acquire`](Self::acquire), each with what is left of
-    /// `opts`' wait budget (measured from
-    /// this call). Because every caller takes a set in the same order, two calls locking
-    /// `["acct:1", "acct:2"]` and `["acct:2", "acct:1"]` never deadlock. On a failure the keys
-    /// already taken are released before the error returns.
+    /// `opts`' wait budget (measured from this call). Because every caller takes a set in the
+    /// same order, two calls locking `["acct:1", "acct:2"]` and `["acct:2", "acct:1"]` never
+    /// deadlock. On a failure the keys already taken are released before the error returns.
     ///
     /// ```no_run
     /// # async fn demo(locks: lockcore::LockManager) -> Result<(), lockcore::LockError> {
