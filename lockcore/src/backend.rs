@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::join_all;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
@@ -14,7 +15,7 @@ use crate::defer::OnDrop;
 use crate::handoff::Handoff;
 use crate::lease::validity;
 use crate::redlock::Redlock;
-use crate::single::Single;
+use crate::single::{BulkKey, Single};
 use crate::vote::{Released, Vote};
 
 /// Where the locks live, and the runtime that background work falls back to. Cheap to clone
@@ -171,6 +172,63 @@ impl Backend {
                 outcome
             }
         }
+    }
+
+    /// The fast path of `acquire_many`: every key of `keys` in one script call, all or
+    /// nothing. `Ok(None)` when the fast path does not apply (Redlock, or a cluster where the
+    /// keys sit in more than one slot) or some key is held or has queued waiters; the caller
+    /// then acquires the keys one by one. Cancel-safe like [`attempt`](Self::attempt): dropped
+    /// in flight, it spawns a compare-and-delete of every token.
+    ///
+    /// # Errors
+    /// As [`attempt`](Self::attempt) on one node, after a compare-and-delete of every token.
+    pub(crate) async fn attempt_all(
+        &self,
+        keys: &[BulkKey<'_>],
+        ttl: Duration,
+    ) -> Result<Option<Vec<u64>>, LockError> {
+        let Kind::Single(single) = &self.kind else {
+            return Ok(None);
+        };
+        if !single.takes_together(keys) {
+            return Ok(None);
+        }
+        let in_flight = OnDrop::new(|| {
+            tracing::debug!(
+                keys = keys.len(),
+                "acquire of several keys dropped in flight; releasing its tokens"
+            );
+            for bulk in keys {
+                self.spawn_release(bulk.key.to_owned(), bulk.token.to_owned(), ttl);
+            }
+        });
+        let taken = match single.acquire_all(keys, ttl).await {
+            // A re-sent call (cluster) may find the keys its first run set: take them back.
+            Ok(None) if single.may_resend() => {
+                self.release_all_tokens(single, keys, ttl).await;
+                Ok(None)
+            }
+            Ok(taken) => Ok(taken),
+            Err(err) => {
+                // Some SETs may have been applied even though the reply was lost.
+                self.release_all_tokens(single, keys, ttl).await;
+                Err(err)
+            }
+        };
+        in_flight.disarm();
+        taken
+    }
+
+    /// Compare-and-delete of every token of `keys` at once; a release that fails is retried in
+    /// the background.
+    async fn release_all_tokens(&self, single: &Single, keys: &[BulkKey<'_>], ttl: Duration) {
+        let releases = keys.iter().map(|bulk| async move {
+            if let Err(cleanup) = single.release(bulk.key, bulk.token).await {
+                tracing::warn!(key = bulk.key, error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
+                self.spawn_release(bulk.key.to_owned(), bulk.token.to_owned(), ttl);
+            }
+        });
+        join_all(releases).await;
     }
 
     /// Compare-and-delete of `token` (one node: with hand-off to the first live waiter, which

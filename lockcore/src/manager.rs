@@ -329,8 +329,13 @@ impl LockManager {
         self.shared.backend.nodes()
     }
 
+    /// The state this manager shares with its guards.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// A fresh lock value: a random 128-bit token (UUID v4) and the holder metadata.
-    fn new_value(&self, opts: &LockOptions) -> String {
+    pub(crate) fn new_value(&self, opts: &LockOptions) -> String {
         self.shared.holder.mint(opts.key_template_value())
     }
 }

@@ -4,10 +4,24 @@
 //! the ordinary per-key [`LockManager::acquire`]: two callers that lock the same set in any
 //! order queue on the same first key, so they never deadlock. It is all or nothing: when a key
 //! cannot be taken, the keys already taken are released before the error returns.
+//!
+//! On one node (a plain server or a Sentinel primary, or a cluster when every key and its
+//! fencing counter and waiter queue share one slot) the call first tries to take every key in
+//! one script (`ACQUIRE_ALL`): it succeeds only when no key is held and none has queued
+//! waiters, so the fair queue is never jumped. When that script reports a key taken, nothing
+//! was written and the ordered acquisition above runs unchanged. With `wait_for_replicas` the
+//! one script call is followed by one `WAIT`, which covers all of its writes. Redlock always
+//! takes the ordered path.
+
+use std::sync::Arc;
 
 use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
+use crate::fencing;
+use crate::lease::Lease;
+use crate::single::BulkKey;
+use crate::telemetry::AcquireProbe;
 use crate::{LockError, LockGuard, LockManager, LockOptions};
 
 /// The locks on a set of keys, held together. Owned, `Send + Sync + 'static`.
@@ -113,14 +127,70 @@ where
 }
 
 impl LockManager {
+    /// The fast path of [`acquire_many`](Self::acquire_many): every key of `keys` (canonical,
+    /// checked) in one script call on one node, when none is held and none has queued waiters.
+    /// `Ok(None)` when that did not happen and nothing is held: Redlock, a cluster with the keys
+    /// in several slots, or a key that is taken. Each guard gets its own token and fencing token,
+    /// its validity from the start of the call, and its watchdog registration as after
+    /// [`acquire`](Self::acquire).
+    async fn acquire_all_at_once(
+        &self,
+        keys: &[String],
+        opts: &LockOptions,
+    ) -> Result<Option<Vec<LockGuard>>, LockError> {
+        let shared = self.shared();
+        let prefix = self.key_prefix();
+        let full = keys
+            .iter()
+            .map(|key| crate::key::full_key(prefix, key))
+            .collect::<Result<Vec<_>, _>>()?;
+        let counters: Vec<String> = full
+            .iter()
+            .map(|key| fencing::counter_key(prefix, key, shared.fencing_counter))
+            .collect();
+        let values: Vec<String> = full.iter().map(|_| self.new_value(opts)).collect();
+        let bulk: Vec<BulkKey<'_>> = full
+            .iter()
+            .zip(&counters)
+            .zip(&values)
+            .map(|((key, counter_key), token)| BulkKey {
+                key,
+                counter_key,
+                token,
+            })
+            .collect();
+        let ttl = opts.ttl();
+        let attempt_start = Instant::now();
+        let Some(fencing_tokens) = shared.backend.attempt_all(&bulk, ttl).await? else {
+            return Ok(None);
+        };
+        let guards = full
+            .into_iter()
+            .zip(values)
+            .zip(fencing_tokens)
+            .map(|((key, value), fencing_token)| {
+                let probe = AcquireProbe::start("", &key, opts.key_template_value());
+                probe.attempt();
+                let lease = Lease::new(key, value, fencing_token, ttl, attempt_start)
+                    .with_key_template(opts.key_template_value());
+                let guard = LockGuard::new(Arc::clone(shared), lease, opts);
+                probe.finish(&Ok(Some(&guard)));
+                guard
+            })
+            .collect();
+        Ok(Some(guards))
+    }
+
     /// Acquires the locks on every key of `keys` (the manager's prefix is put in front of each),
     /// all or nothing, within one wait budget.
     ///
-    /// The keys are sorted and deduplicated, then acquired one by one with
-    /// [`acquire`](Self::acquire), each with what is left of `opts`' wait budget (measured from
-    /// this call). Because every caller takes a set in the same order, two calls locking
-    /// `["acct:1", "acct:2"]` and `["acct:2", "acct:1"]` never deadlock. On a failure the keys
-    /// already taken are released before the error returns.
+    /// The keys are sorted and deduplicated. On one node, when none is held or queued for, all
+    /// are taken in one script call (skipped under Redlock and on a cluster with the keys in
+    /// several slots; with `wait_for_replicas` it is followed by one `WAIT`). Otherwise they
+    /// are acquired one by one with [`acquire`](Self::acquire), each with what is left of
+    /// `opts`' wait budget (measured from this call). Because every caller takes a set in the
+    /// same order, two calls locking `["acct:1", "acct:2"]` and `["acct:2", "acct:1"]` never
+    /// deadlock. On a failure the keys already taken are released before the error returns.
     ///
     /// ```no_run
     /// # async fn demo(locks: lockcore::LockManager) -> Result<(), lockcore::LockError> {
@@ -159,6 +229,12 @@ impl LockManager {
         }
         opts.validate()?;
         let started = Instant::now();
+        if let Some(guards) = self.acquire_all_at_once(&keys, opts).await? {
+            return Ok(MultiGuard {
+                guards,
+                prefix: self.key_prefix().to_owned(),
+            });
+        }
         let mut guards = Vec::with_capacity(keys.len());
         for key in &keys {
             let remaining = opts.wait_budget().saturating_sub(started.elapsed());

@@ -112,6 +112,37 @@ return {0, 0}
     )
 });
 
+/// Acquire of several keys on one node in one call, the fast path of
+/// [`LockManager::acquire_many`](crate::LockManager::acquire_many): all keys, or none.
+///
+/// - `KEYS[3i-2]` lock key `i`, `KEYS[3i-1]` its fencing counter (several keys may name the
+///   same counter), `KEYS[3i]` its waiter queue (see [`ACQUIRE_QUEUED`])
+/// - `ARGV[1]` ttl in ms, `ARGV[i+1]` the value of lock key `i`
+///
+/// When no lock key exists (of any type: `EXISTS` never raises `WRONGTYPE`) and no key has a
+/// waiter queue (a queued waiter has the turn: the fair queue is never jumped), sets every key
+/// with `PX` and mints one fencing token per key (an `INCR` of its counter, in key order), and
+/// returns `{1, token_1, .., token_n}`. Otherwise it changes nothing and returns `{0}`: the
+/// caller falls back to acquiring the keys one by one.
+pub(crate) static ACQUIRE_ALL: Lazy<Script> = Lazy::new(|| {
+    Script::new(
+        r"
+local n = #KEYS / 3
+for i = 1, n do
+  if redis.call('EXISTS', KEYS[3 * i - 2], KEYS[3 * i]) > 0 then
+    return {0}
+  end
+end
+local reply = {1}
+for i = 1, n do
+  redis.call('SET', KEYS[3 * i - 2], ARGV[i + 1], 'PX', ARGV[1])
+  reply[i + 1] = redis.call('INCR', KEYS[3 * i - 1])
+end
+return reply
+",
+    )
+});
+
 /// Release on a single node, with hand-off: compare-and-delete (just that when nobody is
 /// queued), then give the lock straight to the first live waiter in the queue and wake it. Also takes this token out of the queue, so
 /// the same script withdraws a waiter that gives up.
@@ -221,7 +252,7 @@ return 1
 /// Loads every script into the node's script cache (`SCRIPT LOAD`), so that the first burst of
 /// acquires does not each meet `NOSCRIPT` and load the script again.
 pub(crate) async fn preload_on(conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
-    for script in [&*ACQUIRE_QUEUED, &*RELEASE_HANDOFF, &*RENEW] {
+    for script in [&*ACQUIRE_QUEUED, &*ACQUIRE_ALL, &*RELEASE_HANDOFF, &*RENEW] {
         script.load_async(conn).await?;
     }
     Ok(())
@@ -231,12 +262,13 @@ pub(crate) async fn preload_on(conn: &mut redis::aio::ConnectionManager) -> redi
 /// executing the script can't run this command", without naming the command.
 fn commands_of(script: &Script) -> &'static str {
     let hash = script.get_hash();
-    let table: [(&Lazy<Script>, &'static str); 6] = [
+    let table: [(&Lazy<Script>, &'static str); 7] = [
         (&ACQUIRE, "SET, INCR, PTTL"),
         (
             &ACQUIRE_QUEUED,
             "EXISTS, SET, INCR, GET, PEXPIRE, PTTL, TIME, LINDEX, LPOP, LREM, RPUSH, HGET, HSET, HDEL",
         ),
+        (&ACQUIRE_ALL, "EXISTS, SET, INCR"),
         (
             &RELEASE_HANDOFF,
             "GET, EXISTS, DEL, SET, TIME, LPOP, LREM, HGET, HDEL, PUBLISH",

@@ -12,6 +12,26 @@ use crate::replicas::WaitForReplicas;
 use crate::scripts;
 use crate::vote::{Released, Vote};
 
+/// One key of an [`acquire_all`](Single::acquire_all) call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BulkKey<'a> {
+    /// The full lock key.
+    pub(crate) key: &'a str,
+    /// Its fencing counter key (`fencing::counter_key`).
+    pub(crate) counter_key: &'a str,
+    /// The lock value to set: token and holder metadata.
+    pub(crate) token: &'a str,
+}
+
+/// A reply of [`ACQUIRE_ALL`](scripts::ACQUIRE_ALL) that is not `{0}` nor `{1, tokens..}`.
+fn unexpected_reply(reply: &[i64]) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::Client,
+        "unexpected reply of the acquire-all script",
+        format!("{reply:?}"),
+    ))
+}
+
 /// One node and its hand-off wiring.
 #[derive(Clone)]
 pub(crate) struct Single {
@@ -75,6 +95,67 @@ impl Single {
             replicas.wait(&self.node, key).await?;
         }
         Ok(vote)
+    }
+
+    /// Whether [`acquire_all`](Self::acquire_all) can take `keys` in one script call: always on
+    /// a plain or Sentinel node; on a cluster only when every lock key, fencing counter and
+    /// waiter queue sits in one slot (a script's keys must share a slot).
+    pub(crate) fn takes_together(&self, keys: &[BulkKey<'_>]) -> bool {
+        if !matches!(self.node, Node::Cluster(_)) {
+            return true;
+        }
+        let mut slots = keys.iter().flat_map(|bulk| {
+            let (queue, _) = handoff::queue_keys(&self.key_prefix, bulk.key);
+            [bulk.key, bulk.counter_key, &queue]
+                .map(|key| crate::slot::key_hash_slot(key.as_bytes()))
+        });
+        let first = slots.next();
+        slots.all(|slot| Some(slot) == first)
+    }
+
+    /// Every key of `keys` in one [`ACQUIRE_ALL`](scripts::ACQUIRE_ALL) call, all or nothing.
+    /// `Ok(Some(fencing tokens))` in key order when all were taken (followed by one `WAIT` with
+    /// `wait_for_replicas`: it covers every write of the call), `Ok(None)` when a key is held or
+    /// has queued waiters (nothing was written).
+    ///
+    /// # Errors
+    /// [`LockError::Redis`] (also for a reply that is not the script's, or a fencing token that
+    /// is not positive), or [`LockError::NotReplicated`]: some keys may then be set, and the
+    /// caller releases every token.
+    pub(crate) async fn acquire_all(
+        &self,
+        keys: &[BulkKey<'_>],
+        ttl: Duration,
+    ) -> Result<Option<Vec<u64>>, LockError> {
+        let mut invocation = scripts::ACQUIRE_ALL.prepare_invoke();
+        invocation.arg(duration_ms(ttl));
+        for bulk in keys {
+            let (queue, _) = handoff::queue_keys(&self.key_prefix, bulk.key);
+            invocation
+                .key(bulk.key)
+                .key(bulk.counter_key)
+                .key(queue)
+                .arg(bulk.token);
+        }
+        let reply: Vec<i64> = invocation
+            .invoke_async(&mut self.node.clone())
+            .await
+            .map_err(|e| scripts::explain(&scripts::ACQUIRE_ALL, e))?;
+        let tokens = match reply.split_first() {
+            Some((0, [])) => return Ok(None),
+            Some((1, tokens)) if tokens.len() == keys.len() => tokens
+                .iter()
+                .map(|&token| match Vote::from_reply((1, token))? {
+                    Vote::Won { fencing_token } => Ok(fencing_token),
+                    Vote::Lost { .. } => Err(unexpected_reply(&reply)),
+                })
+                .collect::<redis::RedisResult<Vec<u64>>>()?,
+            _ => return Err(unexpected_reply(&reply).into()),
+        };
+        if let (Some(replicas), Some(first)) = (&self.replicas, keys.first()) {
+            replicas.wait(&self.node, first.key).await?;
+        }
+        Ok(Some(tokens))
     }
 
     /// Compare-and-delete with hand-off to the first live waiter; also withdraws `token` from

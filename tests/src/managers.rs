@@ -8,7 +8,7 @@ use lockcore::{LockError, LockManager, LockManagerBuilder, LockOptions};
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
-use crate::RedisServer;
+use crate::{RedisCluster, RedisServer};
 
 /// The manager's full key for a user key under the default prefix.
 pub fn full(key: &str) -> String {
@@ -37,6 +37,15 @@ pub async fn manager_with(
         .build()
         .await
         .unwrap_or_else(|e| panic!("connect to {}: {e}", server.url()))
+}
+
+/// A manager on `cluster` (through its seed nodes) with the default options.
+pub async fn cluster_manager(cluster: &RedisCluster) -> LockManager {
+    LockManager::builder()
+        .cluster(cluster.seed_urls())
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("cluster manager: {e}\n{}", cluster.log()))
 }
 
 /// A manager with a short response timeout (for lost-reply tests).

@@ -49,6 +49,13 @@ fn app_url(server: &RedisServer) -> String {
     format!("redis://app:{PASSWORD}@127.0.0.1:{}/", server.port())
 }
 
+/// A manager connected as the restricted user.
+async fn app_manager(server: &RedisServer) -> LockManager {
+    LockManager::connect(&app_url(server))
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
 /// Acquire, hand-off to a queued waiter, extend, watchdog renewal, fencing and release, all as
 /// the restricted user.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,9 +114,7 @@ async fn the_documented_rule_covers_every_feature() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_permission_names_the_command() {
     let server = restricted_server(&["-pexpire"]);
-    let locks = LockManager::connect(&app_url(&server))
-        .await
-        .unwrap_or_else(|e| panic!("connect: {e}"));
+    let locks = app_manager(&server).await;
     let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO);
     let mut guard = locks
         .try_acquire("acl:nopexpire", &opts)
@@ -127,6 +132,55 @@ async fn a_missing_permission_names_the_command() {
         text.contains("noperm") && text.contains("pexpire"),
         "the error names the refused command: {text}"
     );
+}
+
+/// `acquire_many`'s one-script fast path and its ordered fall-back, as the restricted user.
+#[tokio::test]
+async fn the_documented_rule_covers_acquire_many() {
+    let server = restricted_server(&[]);
+    let locks = app_manager(&server).await;
+    let opts = LockOptions::new(Duration::from_secs(5)).wait(Duration::ZERO);
+    let all = locks
+        .acquire_many(["acl:a", "acl:b", "acl:c"], &opts)
+        .await
+        .unwrap_or_else(|e| panic!("fast path: {e}"));
+    let held = locks
+        .try_acquire("acl:d", &opts)
+        .await
+        .unwrap_or_else(|e| panic!("acquire: {e}"));
+    let err = locks
+        .acquire_many(["acl:c", "acl:d"], &opts)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("acl:c is held"));
+    assert!(err.is_contended(), "the fall-back path runs: {err:?}");
+    assert!(all.release().await.is_ok());
+    drop(held);
+}
+
+/// A refused command inside the bulk acquire is a `Redis` error that names it (Redis: the
+/// `NOPERM` text listing the script's commands; Valkey names the command itself), and the keys
+/// the script set before the refusal are cleaned up.
+#[tokio::test]
+async fn a_missing_permission_in_acquire_many_names_the_command() {
+    let server = restricted_server(&["-incr"]);
+    let locks = app_manager(&server).await;
+    let opts = LockOptions::new(Duration::from_secs(30)).wait(Duration::ZERO);
+    let err = locks
+        .acquire_many(["acl:x", "acl:y"], &opts)
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("INCR is refused"));
+    assert!(matches!(err, LockError::Redis(_)), "{err:?}");
+    let text = err.to_string().to_lowercase();
+    assert!(
+        text.contains("incr"),
+        "the error names the refused command: {text}"
+    );
+    let mut raw = server.connection().await;
+    for key in ["lock:acl:x", "lock:acl:y"] {
+        assert!(!exists(&mut raw, key).await, "{key} cleaned up");
+    }
 }
 
 /// The twin of the rule test: a user without the channel rule cannot be woken, which is why

@@ -12,11 +12,7 @@ use redis::AsyncCommands as _;
 use tokio::time::Instant;
 
 async fn manager(cluster: &RedisCluster) -> LockManager {
-    LockManager::builder()
-        .cluster(cluster.seed_urls())
-        .build()
-        .await
-        .unwrap_or_else(|e| panic!("cluster manager: {e}\n{}", cluster.log()))
+    lockcore_tests::cluster_manager(cluster).await
 }
 
 async fn raw(cluster: &RedisCluster) -> redis::cluster_async::ClusterConnection {
