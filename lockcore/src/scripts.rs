@@ -121,7 +121,8 @@ return {0, 0}
 ///
 /// When no lock key exists (of any type: `EXISTS` never raises `WRONGTYPE`) and no key has a
 /// waiter queue (a queued waiter has the turn: the fair queue is never jumped), sets every key
-/// with `PX` and mints one fencing token per key (an `INCR` of its counter, in key order), and
+/// with `PX` and mints one fencing token per key (an `INCR` of its counter, in key order; 0
+/// without fencing, where the counter key is the lock key itself), and
 /// returns `{1, token_1, .., token_n}`. Otherwise it changes nothing and returns `{0}`: the
 /// caller falls back to acquiring the keys one by one.
 pub(crate) static ACQUIRE_ALL: Lazy<Script> = Lazy::new(|| {
@@ -136,7 +137,11 @@ end
 local reply = {1}
 for i = 1, n do
   redis.call('SET', KEYS[3 * i - 2], ARGV[i + 1], 'PX', ARGV[1])
-  reply[i + 1] = redis.call('INCR', KEYS[3 * i - 1])
+  if KEYS[3 * i - 1] == KEYS[3 * i - 2] then
+    reply[i + 1] = 0
+  else
+    reply[i + 1] = redis.call('INCR', KEYS[3 * i - 1])
+  end
 end
 return reply
 ",

@@ -145,9 +145,12 @@ impl Single {
             Some((0, [])) => return Ok(None),
             Some((1, tokens)) if tokens.len() == keys.len() => tokens
                 .iter()
-                .map(|&token| match Vote::from_reply((1, token))? {
-                    Vote::Won { fencing_token } => Ok(fencing_token),
-                    Vote::Lost { .. } => Err(unexpected_reply(&reply)),
+                .zip(keys)
+                .map(|(&token, bulk)| {
+                    match Vote::from_reply((1, token), bulk.counter_key != bulk.key)? {
+                        Vote::Won { fencing_token } => Ok(fencing_token),
+                        Vote::Lost { .. } => Err(unexpected_reply(&reply)),
+                    }
                 })
                 .collect::<redis::RedisResult<Vec<u64>>>()?,
             _ => return Err(unexpected_reply(&reply).into()),
