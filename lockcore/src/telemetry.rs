@@ -26,6 +26,7 @@
 //! | `lockcore_releases_total` | counter | `key_template`, `outcome`: `released`, `lost`, `dropped` (released in the background: a dropped guard, or after a failed release) |
 //! | `lockcore_renewals_total` | counter | `key_template`, `outcome`: `renewed`, `failed` (retried) |
 //! | `lockcore_losses_total` | counter | `key_template`, `reason`: `expired`, `max_hold`, `late_renewal`, `taken`, `extend_refused` |
+//! | `lockcore_contended_calls_total` | counter | `key_template`, `policy`: `skip` (`on_contended = "skip"`: the body did not run), `fallback` (`fallback = ..` ran instead) |
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
@@ -206,6 +207,12 @@ pub(crate) fn lost(lease: &Lease, reason: &'static str, message: &'static str) {
     count_loss(template_label(lease.key_template), reason);
 }
 
+/// A contended call under `#[distributed_lock]` that did not run its body: `policy` is
+/// `skip` or `fallback`. Counted by template and policy only (the caller logs the rendered key).
+pub(crate) fn contended_call(key_template: &'static str, policy: &'static str) {
+    count_contended_call(key_template, policy);
+}
+
 #[cfg(feature = "metrics")]
 mod sink {
     use std::time::Duration;
@@ -236,6 +243,11 @@ mod sink {
         metrics::counter!("lockcore_losses_total", "key_template" => template, "reason" => reason)
             .increment(1);
     }
+
+    pub(super) fn count_contended_call(template: &'static str, policy: &'static str) {
+        metrics::counter!("lockcore_contended_calls_total", "key_template" => template, "policy" => policy)
+            .increment(1);
+    }
 }
 
 #[cfg(not(feature = "metrics"))]
@@ -247,6 +259,9 @@ mod sink {
     pub(super) fn count_release(_: &'static str, _: &'static str, _: Duration) {}
     pub(super) fn count_renewal(_: &'static str, _: &'static str) {}
     pub(super) fn count_loss(_: &'static str, _: &'static str) {}
+    pub(super) fn count_contended_call(_: &'static str, _: &'static str) {}
 }
 
-use sink::{count_acquire, count_handoff, count_loss, count_release, count_renewal};
+use sink::{
+    count_acquire, count_contended_call, count_handoff, count_loss, count_release, count_renewal,
+};

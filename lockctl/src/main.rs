@@ -68,19 +68,29 @@ async fn run(cli: Cli) -> Result<(), CtlError> {
     match cli.command {
         Command::List { pattern, json } => {
             let pattern = pattern.unwrap_or(default_pattern);
-            let records = record::list(&mut target, prefix, &pattern).await?;
+            let (records, idem) = record::list(&mut target, prefix, &pattern).await?;
             if json {
-                println!("{}", render::json(&records));
+                println!("{}", render::json(&records, &idem));
             } else {
-                print!("{}", render::table(&records));
+                print!("{}", render::table(&records, &idem));
             }
         }
         Command::Inspect { key, json } => {
-            let record = record::inspect(&mut target, prefix, &key).await?;
-            if json {
-                println!("{}", render::json(std::slice::from_ref(&record)));
+            if let Some(idem_key) = record::idempotency_key(prefix, &key) {
+                let record =
+                    record::inspect_idempotency(&mut target, prefix, idem_key, &key).await?;
+                if json {
+                    println!("{}", render::json(&[], std::slice::from_ref(&record)));
+                } else {
+                    print!("{}", render::idempotency_detail(&record));
+                }
             } else {
-                print!("{}", render::detail(&record));
+                let record = record::inspect(&mut target, prefix, &key).await?;
+                if json {
+                    println!("{}", render::json(std::slice::from_ref(&record), &[]));
+                } else {
+                    print!("{}", render::detail(&record));
+                }
             }
         }
         Command::Release { key, token, .. } => {
@@ -167,7 +177,7 @@ async fn watch(
             _ = ticker.tick() => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
-        let records = record::list(target, prefix, pattern).await?;
+        let (records, idem) = record::list(target, prefix, pattern).await?;
         let mut out = std::io::stdout().lock();
         let header = format!(
             "lockctl watch {pattern}  every {interval_ms} ms  (refresh {})\n",
@@ -175,7 +185,7 @@ async fn watch(
         );
         // In place on a terminal (cursor home, clear screen); one table after another otherwise.
         let clear = if tty { "\x1b[H\x1b[2J" } else { "" };
-        let _ = write!(out, "{clear}{header}{}", render::table(&records));
+        let _ = write!(out, "{clear}{header}{}", render::table(&records, &idem));
         let _ = out.flush();
         done += 1;
         if iterations.is_some_and(|n| done >= n) {

@@ -1,4 +1,8 @@
-//! [`LockRecord`]: one lock as Redis holds it, read in one pipeline per key.
+//! [`LockRecord`]: one lock as Redis holds it, read in one pipeline per key; [`IdemRecord`]:
+//! one idempotency record (`<prefix>__idem__rec:<key>`, or its running first call's lock
+//! `<prefix>__idem__lock:<key>`).
+
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
@@ -42,6 +46,8 @@ impl Holder {
 /// One lock.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LockRecord {
+    /// Always `"lock"` (idempotency records say `"idempotency"`).
+    pub(crate) kind: &'static str,
     /// The full Redis key.
     pub(crate) key: String,
     /// Remaining TTL in ms; -1 when the key has no expiry.
@@ -95,6 +101,7 @@ pub(crate) async fn read(
         .collect();
     let held_ms = holder.acquired_at.map(|at| now_ms().saturating_sub(at));
     Ok(Some(LockRecord {
+        kind: "lock",
         key: key.to_owned(),
         pttl_ms: pttl,
         holder_object: holder.clone(),
@@ -105,16 +112,23 @@ pub(crate) async fn read(
     }))
 }
 
-/// Every lock whose key matches `pattern`, sorted by key; auxiliary keys are left out.
+/// Every lock whose key matches `pattern`, sorted by key, and the idempotency records found
+/// by it (a record key or a running call's lock key), sorted by idempotency key; other
+/// auxiliary keys are left out.
 pub(crate) async fn list(
     target: &mut Target,
     prefix: &str,
     pattern: &str,
-) -> Result<Vec<LockRecord>, CtlError> {
+) -> Result<(Vec<LockRecord>, Vec<IdemRecord>), CtlError> {
     let keys = target.scan_strings(pattern).await?;
     let now = server_time_ms(target).await?;
     let mut records = Vec::with_capacity(keys.len());
+    let mut idem_keys = BTreeSet::new();
     for key in keys {
+        if let Some(idem_key) = idempotency_key(prefix, &key) {
+            idem_keys.insert(idem_key.to_owned());
+            continue;
+        }
         if lockcore::holder::is_auxiliary_key(prefix, &key) {
             continue;
         }
@@ -122,7 +136,13 @@ pub(crate) async fn list(
             records.push(record);
         }
     }
-    Ok(records)
+    let mut idem = Vec::with_capacity(idem_keys.len());
+    for idem_key in idem_keys {
+        if let Some(record) = read_idempotency(target, prefix, &idem_key, now, false).await? {
+            idem.push(record);
+        }
+    }
+    Ok((records, idem))
 }
 
 /// One lock, checked: an error names the key when it is missing or not a lock.
@@ -138,6 +158,123 @@ pub(crate) async fn inspect(
         .ok_or_else(|| CtlError::NoSuchKey {
             key: key.to_owned(),
         })
+}
+
+/// One idempotency record, by its record key or its lock key: an error names the key when
+/// neither the record nor a running first call exists. The stored JSON is included.
+pub(crate) async fn inspect_idempotency(
+    target: &mut Target,
+    prefix: &str,
+    idem_key: &str,
+    key: &str,
+) -> Result<IdemRecord, CtlError> {
+    let now = server_time_ms(target).await?;
+    read_idempotency(target, prefix, idem_key, now, true)
+        .await?
+        .ok_or_else(|| CtlError::NoSuchKey {
+            key: key.to_owned(),
+        })
+}
+
+/// The record and lock keys of an idempotency key are `<prefix>__idem__rec:<key>` and
+/// `<prefix>__idem__lock:<key>` (see `lockcore::idempotency`).
+const IDEM_RECORD: &str = "__idem__rec:";
+const IDEM_LOCK: &str = "__idem__lock:";
+
+/// The idempotency key of a record key or of its lock key, prefix left out.
+pub(crate) fn idempotency_key<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
+    let name = key.strip_prefix(prefix)?;
+    name.strip_prefix(IDEM_RECORD)
+        .or_else(|| name.strip_prefix(IDEM_LOCK))
+}
+
+/// One idempotency record: `done` (stored) or `running` (its first call holds the lock and
+/// has stored nothing yet).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct IdemRecord {
+    /// Always `"idempotency"`.
+    pub(crate) kind: &'static str,
+    /// The record key (full, prefix included); it exists once the state is `done`.
+    pub(crate) key: String,
+    /// The lock key that serialises the first call.
+    pub(crate) lock_key: String,
+    /// The idempotency key as the application passed it.
+    pub(crate) idempotency_key: String,
+    /// `running` or `done`.
+    pub(crate) state: &'static str,
+    /// The record's remaining TTL (`done`) or the lock's (`running`), in ms; -1: no expiry.
+    pub(crate) pttl_ms: i64,
+    /// Since the record was written (`done`) or the first call took the lock (`running`).
+    pub(crate) age_ms: Option<u64>,
+    /// The stored record's size in bytes (`done`).
+    pub(crate) size_bytes: Option<u64>,
+    /// When the record was written, ms since the Unix epoch (`done`).
+    pub(crate) written_at: Option<u64>,
+    /// The request fingerprint stored with the record, if any.
+    pub(crate) fingerprint: Option<String>,
+    /// Who runs the first call (`running`).
+    pub(crate) holder: Option<Holder>,
+    /// Duplicates queued for the first call's lock, first in line first.
+    pub(crate) waiters: Vec<Holder>,
+    /// The stored JSON (`inspect` only; a string when it is not JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) record: Option<serde_json::Value>,
+}
+
+/// Reads the idempotency record of `idem_key`, `None` when there is neither a record nor a
+/// running first call.
+pub(crate) async fn read_idempotency(
+    target: &mut Target,
+    prefix: &str,
+    idem_key: &str,
+    server_now_ms: u64,
+    with_value: bool,
+) -> Result<Option<IdemRecord>, CtlError> {
+    let record_key = format!("{prefix}{IDEM_RECORD}{idem_key}");
+    let lock_key = format!("{prefix}{IDEM_LOCK}{idem_key}");
+    let (text, pttl): (Option<String>, i64) = redis::pipe()
+        .get(&record_key)
+        .pttl(&record_key)
+        .query_async(target)
+        .await?;
+    let mut record = IdemRecord {
+        kind: "idempotency",
+        key: record_key,
+        lock_key: lock_key.clone(),
+        idempotency_key: idem_key.to_owned(),
+        state: "done",
+        pttl_ms: pttl,
+        age_ms: None,
+        size_bytes: None,
+        written_at: None,
+        fingerprint: None,
+        holder: None,
+        waiters: Vec::new(),
+        record: None,
+    };
+    if let Some(text) = text {
+        let parsed: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+        let field = |name: &str| parsed.as_ref().and_then(|v| v.get(name));
+        record.written_at = field("at_ms").and_then(serde_json::Value::as_u64);
+        record.fingerprint = field("fingerprint")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        record.age_ms = record.written_at.map(|at| now_ms().saturating_sub(at));
+        record.size_bytes = u64::try_from(text.len()).ok();
+        if with_value {
+            record.record = Some(parsed.unwrap_or(serde_json::Value::String(text)));
+        }
+        return Ok(Some(record));
+    }
+    let Some(lock) = read(target, prefix, &lock_key, server_now_ms).await? else {
+        return Ok(None);
+    };
+    record.state = "running";
+    record.pttl_ms = lock.pttl_ms;
+    record.age_ms = lock.held_ms;
+    record.holder = Some(lock.holder);
+    record.waiters = lock.waiters;
+    Ok(Some(record))
 }
 
 /// `TYPE key` is `string` and the name is not one of the library's auxiliary keys.

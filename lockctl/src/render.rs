@@ -2,16 +2,140 @@
 
 use std::fmt::Write as _;
 
-use crate::record::{Holder, LockRecord};
+use serde::Serialize;
 
-/// One JSON array of objects, on one line.
-pub(crate) fn json(records: &[LockRecord]) -> String {
-    // Serializing plain structs of strings and numbers cannot fail; fall back to `[]` anyway.
-    serde_json::to_string(records).unwrap_or_else(|_| "[]".to_owned())
+use crate::record::{Holder, IdemRecord, LockRecord};
+
+/// How much of a stored record the `inspect` table shows.
+const RECORD_PREVIEW_CHARS: usize = 200;
+
+/// One entry of the JSON array: a lock (`"kind": "lock"`) or an idempotency record
+/// (`"kind": "idempotency"`).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Entry<'a> {
+    Lock(&'a LockRecord),
+    Idempotency(&'a IdemRecord),
 }
 
-/// The `list` / `watch` table.
-pub(crate) fn table(records: &[LockRecord]) -> String {
+/// One JSON array of objects, on one line: the locks, then the idempotency records.
+pub(crate) fn json(records: &[LockRecord], idem: &[IdemRecord]) -> String {
+    let entries: Vec<Entry<'_>> = records
+        .iter()
+        .map(Entry::Lock)
+        .chain(idem.iter().map(Entry::Idempotency))
+        .collect();
+    // Serializing plain structs of strings and numbers cannot fail; fall back to `[]` anyway.
+    serde_json::to_string(&entries).unwrap_or_else(|_| "[]".to_owned())
+}
+
+/// The `list` / `watch` tables: the locks, then the idempotency records (when there are any).
+pub(crate) fn table(records: &[LockRecord], idem: &[IdemRecord]) -> String {
+    let mut out = lock_table(records);
+    if !idem.is_empty() {
+        out.push('\n');
+        out.push_str(&idempotency_table(idem));
+    }
+    out
+}
+
+fn idempotency_table(idem: &[IdemRecord]) -> String {
+    let mut rows = vec![
+        [
+            "IDEMPOTENCY KEY",
+            "STATE",
+            "AGE",
+            "SIZE",
+            "PTTL_MS",
+            "HOLDER",
+            "PID",
+            "WAITERS",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    for r in idem {
+        let holder = r.holder.as_ref();
+        rows.push(vec![
+            r.key.clone(),
+            r.state.to_owned(),
+            r.age_ms.map_or_else(|| "-".to_owned(), human_ms),
+            r.size_bytes
+                .map_or_else(|| "-".to_owned(), |n| format!("{n}B")),
+            r.pttl_ms.to_string(),
+            or_dash(holder.and_then(|h| h.host.as_deref())),
+            holder
+                .and_then(|h| h.pid)
+                .map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            r.waiters.len().to_string(),
+        ]);
+    }
+    let mut out = columns(&rows);
+    let _ = writeln!(out, "{} idempotency record(s)", idem.len());
+    out
+}
+
+/// The `inspect` view of an idempotency record, with the stored JSON cut to a preview.
+pub(crate) fn idempotency_detail(r: &IdemRecord) -> String {
+    let holder = r.holder.as_ref();
+    let number = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    let mut rows: Vec<Vec<String>> = vec![
+        vec!["key".into(), r.key.clone()],
+        vec!["kind".into(), r.kind.to_owned()],
+        vec!["idempotency_key".into(), r.idempotency_key.clone()],
+        vec!["lock_key".into(), r.lock_key.clone()],
+        vec!["state".into(), r.state.to_owned()],
+        vec!["pttl_ms".into(), r.pttl_ms.to_string()],
+        vec![
+            "age".into(),
+            r.age_ms.map_or_else(|| "-".to_owned(), human_ms),
+        ],
+        vec![
+            "size".into(),
+            r.size_bytes
+                .map_or_else(|| "-".to_owned(), |n| format!("{n} bytes")),
+        ],
+        vec![
+            "written_at".into(),
+            r.written_at
+                .map_or_else(|| "-".to_owned(), |a| format!("{a} (unix ms)")),
+        ],
+        vec!["fingerprint".into(), or_dash(r.fingerprint.as_deref())],
+        vec![
+            "host".into(),
+            or_dash(holder.and_then(|h| h.host.as_deref())),
+        ],
+        vec!["pid".into(), number(holder.and_then(|h| h.pid))],
+        vec![
+            "label".into(),
+            or_dash(holder.and_then(|h| h.label.as_deref())),
+        ],
+        vec!["waiters".into(), r.waiters.len().to_string()],
+    ];
+    for (i, w) in r.waiters.iter().enumerate() {
+        rows.push(vec![format!("  #{}", i + 1), waiter(w)]);
+    }
+    let stored = r
+        .record
+        .as_ref()
+        .map_or_else(|| "-".to_owned(), |v| preview(&v.to_string()));
+    rows.push(vec!["record".into(), stored]);
+    columns(&rows)
+}
+
+/// `text` cut to [`RECORD_PREVIEW_CHARS`] characters, saying how much was left out.
+fn preview(text: &str) -> String {
+    match text.char_indices().nth(RECORD_PREVIEW_CHARS) {
+        None => text.to_owned(),
+        Some((cut, _)) => format!(
+            "{}... ({} more bytes; --json shows all)",
+            &text[..cut],
+            text.len() - cut
+        ),
+    }
+}
+
+fn lock_table(records: &[LockRecord]) -> String {
     let mut rows = vec![
         [
             "KEY", "PTTL_MS", "HOLDER", "PID", "LABEL", "HELD", "TEMPLATE", "WAITERS",
@@ -142,5 +266,14 @@ mod tests {
             vec!["ccc".to_owned(), "d".to_owned()],
         ];
         assert_eq!(columns(&rows), "a    bb\nccc  d\n");
+    }
+
+    #[test]
+    fn long_records_are_cut_on_a_char_boundary() {
+        assert_eq!(preview("{\"v\":1}"), "{\"v\":1}");
+        let long = "é".repeat(RECORD_PREVIEW_CHARS + 10);
+        let cut = preview(&long);
+        assert!(cut.starts_with(&"é".repeat(RECORD_PREVIEW_CHARS)), "{cut}");
+        assert!(cut.ends_with("(20 more bytes; --json shows all)"), "{cut}");
     }
 }

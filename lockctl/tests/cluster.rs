@@ -171,3 +171,57 @@ async fn list_inspect_release_and_watch_on_a_cluster() {
     assert_eq!(watched.matches("lock:order:1").count(), 2, "{watched}");
     assert_eq!(watched.matches("3 lock(s)").count(), 2, "{watched}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_records_on_a_cluster() {
+    let nodes = start_cluster().await;
+    let seeds: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let seed_arg = seeds.join(",");
+    let mut con = cluster_connection(&seeds).await;
+    // Written as `lockcore::idempotency` writes them: a stored record, and the lock of a first
+    // call that still runs (its record key is in another slot and does not exist yet).
+    let record_json =
+        "{\"v\":1,\"at_ms\":1764579600000,\"fingerprint\":null,\"value\":{\"order\":7}}";
+    let _: () = redis::cmd("SET")
+        .arg("lock:__idem__rec:req:a")
+        .arg(record_json)
+        .arg("PX")
+        .arg(60_000)
+        .query_async(&mut con)
+        .await
+        .expect("SET record");
+    let _: () = redis::cmd("SET")
+        .arg("lock:__idem__lock:req:b")
+        .arg(value("22222222-2222-4222-8222-222222222222", "runner"))
+        .arg("PX")
+        .arg(30_000)
+        .query_async(&mut con)
+        .await
+        .expect("SET lock");
+
+    let records = json(&["--cluster", &seed_arg, "list", "--json"]).await;
+    assert_eq!(records.len(), 2, "{records:?}");
+    let done = record(&records, "lock:__idem__rec:req:a");
+    assert_eq!(done["state"], "done");
+    assert_eq!(done["size_bytes"], record_json.len());
+    assert!(done["pttl_ms"].as_i64().is_some_and(|p| p > 50_000));
+    let running = record(&records, "lock:__idem__rec:req:b");
+    assert_eq!(running["state"], "running");
+    assert_eq!(running["holder"]["label"], "runner");
+    assert!(running["pttl_ms"].as_i64().is_some_and(|p| p > 20_000));
+
+    let inspected = json(&[
+        "--cluster",
+        &seed_arg,
+        "inspect",
+        "lock:__idem__rec:req:a",
+        "--json",
+    ])
+    .await;
+    assert_eq!(inspected[0]["record"]["value"]["order"], 7);
+    let detail = ok(&["--cluster", &seed_arg, "inspect", "lock:__idem__rec:req:b"]).await;
+    assert!(
+        detail.contains("running") && detail.contains("runner"),
+        "{detail}"
+    );
+}

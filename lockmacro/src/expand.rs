@@ -256,7 +256,7 @@ fn wrapper(
         // Spanned at `"skip"`: a return type that cannot be skipped is reported there.
         OnContended::Skip(span) => {
             // At `"skip"`: a return type that cannot be skipped is reported there.
-            let skip = respan(quote!(#private::skip(#error)), *span);
+            let skip = respan(quote!(#private::skip(#error, #key_template)), *span);
             quote! {
                 ::core::result::Result::Err(#error) => return #skip,
             }
@@ -277,7 +277,7 @@ fn wrapper(
                 path.span(),
             );
             quote! {
-                ::core::result::Result::Err(#error) if #private::fallback(&#error) => #call
+                ::core::result::Result::Err(#error) if #private::fallback(&#error, #key_template) => #call
                 ::core::result::Result::Err(#error) => return #from_lock_error(#error),
             }
         }

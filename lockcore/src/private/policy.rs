@@ -29,32 +29,37 @@ impl<T, E> Skipped for Result<Option<T>, E> {
     }
 }
 
-/// `on_contended = "skip"`: `Ok(())`/`Ok(None)` for a contended lock, the error otherwise.
-pub fn skip<R: LockResult + Skipped>(error: LockError) -> R {
+/// `on_contended = "skip"`: `Ok(())`/`Ok(None)` for a contended lock (logged at debug and
+/// counted under `key_template`), the error otherwise.
+pub fn skip<R: LockResult + Skipped>(error: LockError, key_template: &'static str) -> R {
     match error {
         LockError::Contended { key, waited } => {
             tracing::debug!(
                 key,
+                key_template,
                 ?waited,
                 "`#[distributed_lock]` skipped the body: the lock is contended"
             );
+            crate::telemetry::contended_call(key_template, "skip");
             R::skipped()
         }
         error => R::from_lock_error(error),
     }
 }
 
-/// `fallback = path`: `true` (and a debug event) when the error is a contended lock, so the
-/// fallback runs instead of the body.
-pub fn fallback(error: &LockError) -> bool {
+/// `fallback = path`: `true` (a debug event, and a count under `key_template`) when the error
+/// is a contended lock, so the fallback runs instead of the body.
+pub fn fallback(error: &LockError, key_template: &'static str) -> bool {
     let LockError::Contended { key, waited } = error else {
         return false;
     };
     tracing::debug!(
         key,
+        key_template,
         ?waited,
         "`#[distributed_lock]` called the fallback: the lock is contended"
     );
+    crate::telemetry::contended_call(key_template, "fallback");
     true
 }
 

@@ -22,6 +22,7 @@ where
                     watchdog: ::core::option::Option::None,
                     reentrant: true,
                     on_lost: ::lockcore::__private::OnLost::Abort,
+                    key_template: "acct:<self.bank>:<id>",
                 },
             )
             .await

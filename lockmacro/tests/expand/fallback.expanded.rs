@@ -8,6 +8,7 @@ async fn place(&self, id: u64) -> Result<String, AppError> {
                 watchdog: ::core::option::Option::None,
                 reentrant: true,
                 on_lost: ::lockcore::__private::OnLost::Abort,
+                key_template: "o:<id>",
             },
         )
         .await
@@ -15,7 +16,7 @@ async fn place(&self, id: u64) -> Result<String, AppError> {
         ::core::result::Result::Ok(__lock_value) => __lock_value,
         ::core::result::Result::Err(
             __lock_error,
-        ) if ::lockcore::__private::fallback(&__lock_error) => {
+        ) if ::lockcore::__private::fallback(&__lock_error, "o:<id>") => {
             #[allow(unused_imports)]
             use ::lockcore::__private::FallbackFuture as _;
             return ::lockcore::__private::Fallback(Self::busy(self, id)).resolve().await;

@@ -13,6 +13,7 @@ pub(crate) async fn create_order(
                 watchdog: ::core::option::Option::None,
                 reentrant: true,
                 on_lost: ::lockcore::__private::OnLost::Abort,
+                key_template: "order:lock:product:<product_id>",
             },
         )
         .await

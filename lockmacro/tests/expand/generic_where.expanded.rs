@@ -15,6 +15,7 @@ where
                 watchdog: ::core::option::Option::None,
                 reentrant: true,
                 on_lost: ::my_locks::__private::OnLost::Abort,
+                key_template: "job:<job.id.0>",
             },
         )
         .await

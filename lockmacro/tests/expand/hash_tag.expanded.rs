@@ -8,6 +8,7 @@ async fn add_to_cart(id: UserId, item: Item) -> Result<Cart, Error> {
                 watchdog: ::core::option::Option::None,
                 reentrant: true,
                 on_lost: ::lockcore::__private::OnLost::Abort,
+                key_template: "{user:<id>}:cart<<v2>",
             },
         )
         .await

@@ -8,6 +8,7 @@ async fn transfer(from: u64, to: u64, amount: i64) -> Result<Vec<u64>, AppError>
                 watchdog: ::core::option::Option::None,
                 reentrant: true,
                 on_lost: ::lockcore::__private::OnLost::Abort,
+                key_template: "acct:<to>, acct:<from>",
             },
         )
         .await

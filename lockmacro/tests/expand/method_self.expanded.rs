@@ -8,6 +8,7 @@ async fn place(&self, id: u64) -> Result<(), AppError> {
                 watchdog: ::core::option::Option::Some(false),
                 reentrant: true,
                 on_lost: ::lockcore::__private::OnLost::Continue,
+                key_template: "o:<self.tenant>:<id>",
             },
         )
         .await

@@ -8,13 +8,14 @@ async fn nightly() -> Result<(), AppError> {
                 watchdog: ::core::option::Option::None,
                 reentrant: false,
                 on_lost: ::lockcore::__private::OnLost::Abort,
+                key_template: "job:nightly",
             },
         )
         .await
     {
         ::core::result::Result::Ok(__lock_value) => __lock_value,
         ::core::result::Result::Err(__lock_error) => {
-            return ::lockcore::__private::skip(__lock_error);
+            return ::lockcore::__private::skip(__lock_error, "job:nightly");
         }
     };
     let __lock_outcome = __lock
