@@ -208,6 +208,8 @@ impl LockManager {
     ///   [`LockError::InvalidOptions`] for out-of-range options: both before any network call.
     /// - [`LockError::Contended`] naming the key that another holder kept until the shared wait
     ///   budget was spent; `waited` counts from this call.
+    /// - [`LockError::Lost`] naming a key taken early whose lease ended before the last key was
+    ///   taken (the others are released first): the set was never held as a whole.
     /// - Any other error of [`acquire`](Self::acquire) for the key that failed.
     pub async fn acquire_many<I>(
         &self,
@@ -254,6 +256,15 @@ impl LockManager {
                     });
                 }
             }
+        }
+        // A key taken early may have expired while a later one was waited for (watchdog off,
+        // a wait budget near the ttl): then the set is not held, and nobody may act on it.
+        if let Some(expired) = guards.iter().find(|guard| !guard.is_held()) {
+            let key = expired.key().to_owned();
+            if let Err(release) = release_all(guards).await {
+                tracing::debug!(error = %release, "releasing a key set that expired while it was being taken");
+            }
+            return Err(LockError::Lost { key });
         }
         Ok(MultiGuard {
             guards,

@@ -386,7 +386,7 @@ async fn sentinel_primary_takes_free_keys_in_one_call_and_waits_once() {
     let setup = SentinelSetup::start();
     let m = LockManager::builder()
         .sentinel(setup.sentinel_urls(), setup.master_name())
-        .wait_for_replicas(1, Duration::from_millis(500))
+        .wait_for_replicas(1, Duration::from_millis(300))
         .build()
         .await
         .unwrap_or_else(|e| panic!("sentinel manager: {e}\n{}", setup.log()));

@@ -84,7 +84,7 @@ async fn wait_for_replicas_acknowledged_or_released() {
     let setup = SentinelSetup::start();
     let one = LockManager::builder()
         .sentinel(setup.sentinel_urls(), setup.master_name())
-        .wait_for_replicas(1, Duration::from_millis(500))
+        .wait_for_replicas(1, Duration::from_millis(300))
         .build()
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -123,4 +123,23 @@ async fn wait_for_replicas_acknowledged_or_released() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(left, None, "an unreplicated acquire releases its key");
+}
+
+/// A `WAIT` timeout of zero (forever) or not below the response timeout would hold the
+/// manager's one connection past every call's bound: refused when the manager is built.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_replicas_timeout_must_stay_below_the_response_timeout() {
+    let setup = SentinelSetup::start();
+    for timeout in [Duration::ZERO, Duration::from_millis(500)] {
+        let built = LockManager::builder()
+            .sentinel(setup.sentinel_urls(), setup.master_name())
+            .response_timeout(Duration::from_millis(500))
+            .wait_for_replicas(1, timeout)
+            .build()
+            .await;
+        assert!(
+            matches!(&built, Err(LockError::InvalidOptions { reason }) if reason.contains("wait_for_replicas")),
+            "timeout {timeout:?}: {built:?}"
+        );
+    }
 }
