@@ -202,10 +202,17 @@ async fn long_body_without_watchdog_lets_the_contender_in() {
     assert!(is_lost(&released), "holder's release: {released:?}");
 }
 
-/// The body of both wrapped fns below: says it started, runs 5 × ttl, returns `id`.
-async fn signal_then_run_5_ttl(id: u32, started: oneshot::Sender<()>) -> u32 {
+/// The body of both wrapped fns below: says it started, runs 5 × ttl, says it is over (before
+/// the wrapper releases, so that a contender's win after the release is not counted as a win
+/// during the body), returns `id`.
+async fn signal_then_run_5_ttl(
+    id: u32,
+    started: oneshot::Sender<()>,
+    over: Arc<AtomicBool>,
+) -> u32 {
     let _ = started.send(());
     sleep(5 * TTL_300).await;
+    over.store(true, Ordering::SeqCst);
     id
 }
 
@@ -214,8 +221,9 @@ async fn long_body_default_watchdog(
     locks: LockManager,
     id: u32,
     started: oneshot::Sender<()>,
+    over: Arc<AtomicBool>,
 ) -> Result<u32, LockError> {
-    Ok(signal_then_run_5_ttl(id, started).await)
+    Ok(signal_then_run_5_ttl(id, started, over).await)
 }
 
 #[distributed_lock(
@@ -229,8 +237,9 @@ async fn long_body_watchdog_false(
     locks: LockManager,
     id: u32,
     started: oneshot::Sender<()>,
+    over: Arc<AtomicBool>,
 ) -> Result<u32, LockError> {
-    Ok(signal_then_run_5_ttl(id, started).await)
+    Ok(signal_then_run_5_ttl(id, started, over).await)
 }
 
 /// The attribute's side of (1): returns (contender wins, polls, the wrapped fn's result).
@@ -239,15 +248,29 @@ async fn attribute_long_body(watchdog: bool) -> (u32, u32, Result<u32, LockError
     let holder = manager(&server).await;
     let contender = manager(&server).await;
     let (started_tx, started) = oneshot::channel();
+    let over = Arc::new(AtomicBool::new(false));
     let call = if watchdog {
-        tokio::spawn(long_body_default_watchdog(holder, 7, started_tx))
+        tokio::spawn(long_body_default_watchdog(
+            holder,
+            7,
+            started_tx,
+            Arc::clone(&over),
+        ))
     } else {
-        tokio::spawn(long_body_watchdog_false(holder, 7, started_tx))
+        tokio::spawn(long_body_watchdog_false(
+            holder,
+            7,
+            started_tx,
+            Arc::clone(&over),
+        ))
     };
     started
         .await
         .unwrap_or_else(|_| panic!("the body never started"));
-    let (wins, polls) = contend(&contender, "attr-long:7", TTL_300, || call.is_finished()).await;
+    let (wins, polls) = contend(&contender, "attr-long:7", TTL_300, || {
+        over.load(Ordering::SeqCst) || call.is_finished()
+    })
+    .await;
     let result = call
         .await
         .unwrap_or_else(|e| panic!("wrapped fn task: {e}"));
