@@ -4,7 +4,6 @@
 use std::fmt;
 use std::fs;
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
@@ -14,7 +13,7 @@ use crate::cluster_view::{ClusterNode, ClusterView, SLOT_COUNT, key_slot};
 use crate::flavour::{ServerFlavour, ensure_installed, server_flavour};
 use crate::poll::{poll_async, poll_sync};
 use crate::ports::{HOST, free_ports};
-use crate::process::{ServerProcess, arg};
+use crate::process::{Member, ServerProcess, arg};
 
 /// Primaries, each with one replica.
 const PRIMARIES: usize = 3;
@@ -33,19 +32,6 @@ pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// Pause between topology probes.
 const SETTLE_POLL: Duration = Duration::from_millis(50);
 
-struct Node {
-    port: u16,
-    // A mutex so that `kill_primary_of` takes `&self`.
-    process: Mutex<ServerProcess>,
-}
-
-impl Node {
-    fn process(&self) -> MutexGuard<'_, ServerProcess> {
-        // A panic while holding the lock leaves the process as it was.
-        self.process.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// A Redis Cluster of 3 primaries and 3 replicas on `127.0.0.1`, free ports,
 /// `cluster-node-timeout` 1000 ms, each node in its own temp dir with its own
 /// `cluster-config-file`. Every process is killed on drop (also on panic).
@@ -62,7 +48,7 @@ impl Node {
 /// ```
 pub struct RedisCluster {
     // Field order: processes die before the dir is removed.
-    nodes: Vec<Node>,
+    nodes: Vec<Member>,
     flavour: ServerFlavour,
     create_output: String,
     dir: TempDir,
@@ -145,10 +131,7 @@ impl RedisCluster {
             arg("0"),
         ];
         let process = ServerProcess::spawn(self.flavour, &format!("node-{port}"), &node_dir, &args);
-        self.nodes.push(Node {
-            port,
-            process: Mutex::new(process),
-        });
+        self.nodes.push(Member::new(port, process));
     }
 
     /// The flavour the nodes run (`redis` or `valkey`).

@@ -6,6 +6,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::flavour::ServerFlavour;
@@ -159,4 +160,25 @@ pub(crate) fn ping(client: &redis::Client) -> Result<(), String> {
 /// `s` as an `OsString` argument.
 pub(crate) fn arg(s: impl Into<OsString>) -> OsString {
     s.into()
+}
+
+/// A server process of a topology (cluster node, sentinel set-up member) with its port, behind a
+/// mutex so that killing it takes `&self`.
+pub(crate) struct Member {
+    pub(crate) port: u16,
+    process: Mutex<ServerProcess>,
+}
+
+impl Member {
+    pub(crate) fn new(port: u16, process: ServerProcess) -> Self {
+        Member {
+            port,
+            process: Mutex::new(process),
+        }
+    }
+
+    pub(crate) fn process(&self) -> MutexGuard<'_, ServerProcess> {
+        // A panic while holding the lock leaves the process as it was.
+        self.process.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }

@@ -12,7 +12,7 @@ use crate::admin::{info_field, query, query_async};
 use crate::flavour::{ServerFlavour, ensure_installed, server_flavour};
 use crate::poll::{poll_async, poll_sync};
 use crate::ports::{HOST, free_ports};
-use crate::process::{ServerProcess, arg};
+use crate::process::{Member, ServerProcess, arg};
 
 /// The name the sentinels monitor the primary under.
 pub const MASTER_NAME: &str = "lockcore-primary";
@@ -36,19 +36,6 @@ const SETTLE_POLL: Duration = Duration::from_millis(50);
 /// Slot indices in `processes`.
 const FIRST_DATA_NODE: usize = 0;
 const SECOND_DATA_NODE: usize = 1;
-
-struct Member {
-    port: u16,
-    // A mutex so that `kill_primary` takes `&self`.
-    process: Mutex<ServerProcess>,
-}
-
-impl Member {
-    fn process(&self) -> MutexGuard<'_, ServerProcess> {
-        // A panic while holding the lock leaves the process as it was.
-        self.process.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// 1 primary + 1 replica + 3 sentinels on `127.0.0.1` and free ports
 /// (`sentinel monitor lockcore-primary 127.0.0.1 PORT 2`,
@@ -138,10 +125,7 @@ impl SentinelSetup {
             args.extend([arg("--replicaof"), arg(HOST), arg(primary.to_string())]);
         }
         let process = ServerProcess::spawn(self.flavour, &format!("data-{port}"), &node_dir, &args);
-        self.data.push(Member {
-            port,
-            process: Mutex::new(process),
-        });
+        self.data.push(Member::new(port, process));
     }
 
     fn spawn_sentinel(&mut self, port: u16, primary: u16) {
@@ -162,10 +146,7 @@ impl SentinelSetup {
         let args = vec![arg(&config), arg("--sentinel")];
         let label = format!("sentinel-{port}");
         let process = ServerProcess::spawn(self.flavour, &label, &sentinel_dir, &args);
-        self.sentinels.push(Member {
-            port,
-            process: Mutex::new(process),
-        });
+        self.sentinels.push(Member::new(port, process));
     }
 
     fn member_dir(&self, name: &str) -> std::path::PathBuf {
