@@ -15,7 +15,7 @@ use crate::defer::OnDrop;
 use crate::handoff::Handoff;
 use crate::lease::validity;
 use crate::redlock::Redlock;
-use crate::single::{BulkKey, Single};
+use crate::single::{BulkKey, QueueTicket, Single};
 use crate::vote::{Released, Vote};
 
 /// Where the locks live, and the runtime that background work falls back to. Cheap to clone
@@ -38,8 +38,8 @@ pub(crate) struct AttemptRequest<'a> {
     pub(crate) counter_key: &'a str,
     pub(crate) token: &'a str,
     pub(crate) ttl: Duration,
-    /// Queue for hand-off and be woken on this channel (single node).
-    pub(crate) wake_channel: Option<&'a str>,
+    /// Queue for hand-off (single node).
+    pub(crate) queue: Option<QueueTicket<'a>>,
     /// The caller's wait budget ends here; clean-up never waits past it.
     pub(crate) give_up_at: Option<Instant>,
 }
@@ -66,6 +66,15 @@ impl Backend {
         match &self.kind {
             Kind::Single(single) => Some(single.handoff()),
             Kind::Redlock(_) => None,
+        }
+    }
+
+    /// Whether a waiter handed the lock starts on the grant's wake-up alone (see
+    /// [`Single::starts_on_grant`]).
+    pub(crate) fn starts_on_grant(&self) -> bool {
+        match &self.kind {
+            Kind::Single(single) => single.starts_on_grant(),
+            Kind::Redlock(_) => false,
         }
     }
 
@@ -108,7 +117,7 @@ impl Backend {
             counter_key,
             token,
             ttl,
-            wake_channel,
+            queue,
             give_up_at,
         } = *request;
         let in_flight = OnDrop::new(|| {
@@ -117,9 +126,7 @@ impl Backend {
         });
         match &self.kind {
             Kind::Single(single) => {
-                let vote = single
-                    .acquire(key, counter_key, token, ttl, wake_channel)
-                    .await;
+                let vote = single.acquire(key, counter_key, token, ttl, queue).await;
                 let vote = match vote {
                     Ok(vote) => Ok(vote),
                     Err(err) => {

@@ -53,6 +53,9 @@ impl LockGuard {
                 .watchdog
                 .register(Arc::clone(&lease), opts.max_hold_value(), &shared.backend)
         });
+        if renewal.is_none() && lease.is_provisional() {
+            crate::promotion::spawn(&shared.backend, Arc::clone(&lease));
+        }
         LockGuard {
             shared,
             lease,
@@ -94,6 +97,11 @@ impl LockGuard {
     /// Until when the lease is valid, on the local monotonic clock: the start of the successful
     /// attempt (or of the latest extend or watchdog renewal) + ttl − drift allowance
     /// (ttl·1 % + 2 ms, as in the Redlock spec).
+    ///
+    /// A lock handed over by a release (single node, [`LockOptions::handoff`]) starts with the
+    /// 500 ms claim window instead of the ttl (when the ttl is longer), counted from the waiter's
+    /// latest queued attempt; its first renewal, due a third of the way in (by the watchdog, or
+    /// by a one-off background extend), moves the deadline to the full ttl.
     pub fn deadline(&self) -> Instant {
         self.lease.deadline()
     }

@@ -2,23 +2,33 @@
 //! lock straight to the first live waiter and wakes it with one pub/sub message.
 //!
 //! # Behavior
-//! - **Pushed.** A waiter that finds the key held puts its token in a per-key queue (a Redis
-//!   list, with a hash of entries) in the same script call, after registering for wake-ups:
-//!   no wake-up can be lost between the check and the wait. The release script deletes the key,
-//!   sets it to the head waiter's token for a short claim window, and publishes that token on
-//!   the waiter's manager channel. The woken waiter claims the lock by re-running the acquire
-//!   script, which finds its own token and sets the full TTL: about two round trips from a
-//!   release call to the next holder's acquire returning.
+//! - **Pushed, in one trip.** A waiter that finds the key held puts its value in a per-key
+//!   queue (a Redis list) and writes its *waiter key* (its TTL, channel and fencing counter,
+//!   living while it refreshes it) in the same script call, after registering for wake-ups:
+//!   no wake-up can be lost between the check and the wait. The release script grants the lock
+//!   to the first live waiter itself: it sets the key to that waiter's value for a short claim
+//!   window, mints its fencing token and publishes `<token> <fencing token> <seq>` on its
+//!   manager's channel. The woken waiter starts at once, with no claim round trip: from a
+//!   release call to the next holder's acquire returning is one trip to Redis and one push.
+//!   Its lease's deadline is the claim window, counted from the start of its latest queued
+//!   attempt (the grant came later); its first renewal, due a third of the way in, sets the
+//!   full TTL (the watchdog's, or a one-off extension), so a body that ends sooner never sends
+//!   it.
 //! - **Single.** One release wakes one waiter; the others stay parked.
-//! - **Fair.** The queue is first come, first served. A newcomer does not take a free key while
-//!   a live waiter is queued ahead of it.
+//! - **Fair.** The queue is first come, first served, and a release hands the lock down the
+//!   queue instead of freeing it, so the key stays set while anyone live is queued. Only an
+//!   expired lease frees it: then the first re-checking waiter hands it to the head of the
+//!   queue, and a newcomer's first attempt may take it once, ahead of the queue.
 //! - **Robust.** A waiter re-checks at least every [`REFRESH`] (250 ms; jittered down to
 //!   125 ms so that waiters that queued together do not re-check together), never later than the
 //!   holder's remaining TTL, and never past its wait budget; that re-check also refreshes its
-//!   queue entry. An entry that is not refreshed for [`ENTRY_LEASE`] (600 ms) is skipped, and a
-//!   lock handed to a waiter that does not claim it lapses after [`CLAIM_WINDOW`] (500 ms). So
-//!   a waiter that died while queued holds the others up for less than 1 s, and a missed
-//!   wake-up (a killed pub/sub connection) costs at most one refresh interval.
+//!   waiter key. A waiter key that is not refreshed for [`ENTRY_LEASE`] (600 ms) expires and its
+//!   queue entry is skipped, and a lock handed to a waiter that does not start lapses after
+//!   [`CLAIM_WINDOW`] (500 ms). So a waiter that died while queued holds the others up for less
+//!   than 1 s, and a missed wake-up (a killed pub/sub connection) costs at most one refresh
+//!   interval: the re-check finds the key holding its value. A wake-up is used only when it
+//!   answers the waiter's latest attempt (its `seq`), so a late one never starts a body on a
+//!   lease that has lapsed.
 //! - **Economical.** All waiters of one manager share one pub/sub connection and one channel,
 //!   `<prefix>__wake__:<uuid>`, subscribed once when the manager is built (and re-opened in the
 //!   background if the connection is lost). The queue keys expire on their own when no waiter
@@ -38,11 +48,11 @@ use tokio::sync::Notify;
 use crate::defer::OnDrop;
 use crate::sentinel::SentinelPrimary;
 
-/// How long a queue entry lives without a refresh.
+/// How long a waiter key lives without a refresh.
 pub(crate) const ENTRY_LEASE: Duration = Duration::from_millis(600);
 /// The longest a queued waiter sleeps between re-checks (each one refreshes its entry).
 pub(crate) const REFRESH: Duration = Duration::from_millis(250);
-/// How long a lock handed to a waiter lives until that waiter claims it.
+/// How long a lock handed to a waiter lives until its first renewal sets the full TTL.
 pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
 /// The longest the pub/sub connection may take to open and subscribe.
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -53,21 +63,50 @@ pub(crate) fn refresh_delay() -> Duration {
     REFRESH.mul_f64(0.5 + 0.5 * fastrand::f64())
 }
 
-/// The waiter queue and its entries for `lock_key` (prefix included): under the same prefix
-/// (so an ACL on `~<prefix>*` covers them), and in the lock key's cluster slot.
+/// The waiter queue of `lock_key` (prefix included) and the prefix of its waiter keys (a
+/// waiter's key is the prefix followed by its token): under the same prefix (so an ACL on
+/// `~<prefix>*` covers them), and in the lock key's cluster slot.
 pub(crate) fn queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
     let tag = crate::slot::tag_for(lock_key);
     let name = lock_key.strip_prefix(prefix).unwrap_or(lock_key);
     (
         format!("{prefix}{QUEUE_NAME}{{{tag}}}{name}"),
-        format!("{prefix}{ENTRIES_NAME}{{{tag}}}{name}"),
+        format!("{prefix}{ENTRIES_NAME}{{{tag}}}{name}:"),
     )
+}
+
+/// A hand-over's wake-up: the fencing token the release minted for the waiter, and the
+/// sequence number of the waiter's attempt whose waiter key the release read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) fencing_token: u64,
+    pub(crate) seq: u64,
+}
+
+/// Parses a wake-up payload `<token> <fencing token> <seq>`.
+fn parse_wake_up(payload: &str) -> Option<(&str, Grant)> {
+    let mut parts = payload.split(' ');
+    let (token, fencing, seq) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((
+        token,
+        Grant {
+            fencing_token: fencing.parse().ok()?,
+            seq: seq.parse().ok()?,
+        },
+    ))
+}
+
+/// A registered waiter's wake-up: the latest grant delivered, and its signal.
+#[derive(Default)]
+struct Slot {
+    wake: Notify,
+    grant: Mutex<Option<Grant>>,
 }
 
 /// The name after the prefix of every manager's wake-up channel.
 pub(crate) const WAKE_NAME: &str = "__wake__:";
 
-/// Reserved key name prefixes of the waiter queue.
+/// Reserved key name prefixes of the waiter queue and of the waiter keys.
 pub(crate) const QUEUE_NAME: &str = "__waitq__";
 pub(crate) const ENTRIES_NAME: &str = "__waiters__";
 
@@ -95,7 +134,8 @@ impl PubSubSource {
 pub(crate) struct Handoff {
     source: PubSubSource,
     channel: String,
-    waiters: Mutex<HashMap<String, Arc<Notify>>>,
+    /// Registered waiters by token.
+    waiters: Mutex<HashMap<String, Arc<Slot>>>,
     listening: AtomicBool,
     /// Counts listener starts, so that a stale listener's exit never clears a newer one's
     /// `listening`.
@@ -139,27 +179,29 @@ impl Handoff {
         &self.channel
     }
 
-    fn waiters(&self) -> MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+    fn waiters(&self) -> MutexGuard<'_, HashMap<String, Arc<Slot>>> {
         // Map updates never panic half-way; a poisoned lock still holds a valid map.
         self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers `token` for wake-ups, before its first queued attempt. Never waits on the
+    /// Registers the waiter whose lock value is `value` for wake-ups, before its first queued
+    /// attempt. Never waits on the
     /// network: if the subscription is down, it is re-opened in the background, and the waiter
     /// re-checks every [`REFRESH`] meanwhile. Unless the waiter acquires, dropping it runs
     /// `withdraw` (which takes its queue entry, and a lock just handed to it, back).
     pub(crate) fn register(
         self: &Arc<Self>,
-        token: &str,
+        value: &str,
         withdraw: impl FnOnce() + Send + Sync + 'static,
     ) -> Waiter {
-        let wake = Arc::new(Notify::new());
-        self.waiters().insert(token.to_owned(), Arc::clone(&wake));
+        let slot = Arc::new(Slot::default());
+        let token = crate::holder::token_of(value).to_owned();
+        self.waiters().insert(token.clone(), Arc::clone(&slot));
         self.ensure_listener();
         Waiter {
             handoff: Arc::clone(self),
-            token: token.to_owned(),
-            wake,
+            token,
+            slot,
             withdraw: Some(OnDrop::new(Box::new(withdraw))),
         }
     }
@@ -241,8 +283,8 @@ fn stopped_listening(handoff: Weak<Handoff>, generation: u64) -> OnDrop<impl FnO
         {
             handoff.listening.store(false, Ordering::Release);
             // Waiters re-check now rather than at their next refresh.
-            for wake in handoff.waiters().values() {
-                wake.notify_one();
+            for slot in handoff.waiters().values() {
+                slot.wake.notify_one();
             }
         }
     })
@@ -265,10 +307,12 @@ async fn listen(
         };
         match message {
             Some(message) => {
-                if let Ok(token) = message.get_payload::<String>()
-                    && let Some(wake) = handoff.waiters().get(&token)
+                if let Ok(payload) = message.get_payload::<String>()
+                    && let Some((token, grant)) = parse_wake_up(&payload)
+                    && let Some(slot) = handoff.waiters().get(token)
                 {
-                    wake.notify_one();
+                    *slot.grant.lock().unwrap_or_else(PoisonError::into_inner) = Some(grant);
+                    slot.wake.notify_one();
                 }
             }
             None => {
@@ -285,8 +329,9 @@ async fn listen(
 /// queue entry (and releases the lock if it was just handed over) in the background.
 pub(crate) struct Waiter {
     handoff: Arc<Handoff>,
+    /// The token part of the waiter's lock value.
     token: String,
-    wake: Arc<Notify>,
+    slot: Arc<Slot>,
     /// `None` once acquired.
     withdraw: Option<OnDrop<Box<dyn FnOnce() + Send + Sync>>>,
 }
@@ -302,7 +347,16 @@ impl std::fmt::Debug for Waiter {
 impl Waiter {
     /// Completes when a release handed the lock to this waiter (or the listener stopped).
     pub(crate) async fn woken(&self) {
-        self.wake.notified().await;
+        self.slot.wake.notified().await;
+    }
+
+    /// The latest grant delivered to this waiter, taken.
+    pub(crate) fn take_grant(&self) -> Option<Grant> {
+        self.slot
+            .grant
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// Makes sure the listener runs (it may have stopped since registration).

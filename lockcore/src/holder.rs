@@ -52,14 +52,26 @@ pub fn split_value(value: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// The hand-off waiter queue of `lock_key` (the full key, prefix included), and the hash of its
-/// entries: a Redis list of waiters' lock values in queue order, and a hash from each value to
-/// `<expires_ms>|<ttl_ms>|<channel>` (the entry is live while `expires_ms`, server time, is in
-/// the future). Both live under `prefix` and in `lock_key`'s cluster slot.
+/// The hand-off waiter queue of `lock_key` (the full key, prefix included), and the prefix of
+/// its waiter keys. The queue is a Redis list of waiters' lock values in queue order; the
+/// waiter key of a queued value is the prefix followed by the value's [token](token_of), and
+/// exists while that waiter is live (it refreshes the key's 600 ms TTL). Its value is
+/// `<ttl_ms>|<seq>|<channel length>|<channel><fencing counter key>`. All live under `prefix`
+/// and in `lock_key`'s cluster slot.
 ///
 /// A waiter's queued value is exactly the value it will hold once the lock is handed to it.
 pub fn waiter_queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
     crate::handoff::queue_keys(prefix, lock_key)
+}
+
+/// The waiter key of the queued lock value `value`, given the waiter key prefix from
+/// [`waiter_queue_keys`].
+pub fn waiter_key(waiter_prefix: &str, value: &str) -> String {
+    let token = token_of(value);
+    let mut key = String::with_capacity(waiter_prefix.len() + token.len());
+    key.push_str(waiter_prefix);
+    key.push_str(token);
+    key
 }
 
 /// Whether `key` (full key, prefix included) is one of the library's auxiliary keys under

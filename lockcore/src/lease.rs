@@ -30,6 +30,9 @@ struct Times {
     /// Start of the acquire, extend or renewal that set the current TTL.
     renewed_at: Instant,
     deadline: Instant,
+    /// Handed over with a claim window shorter than `ttl`, and not renewed since: the first
+    /// renewal is due a third of the way to `deadline` and sets `ttl`.
+    provisional: bool,
 }
 
 /// One held lease.
@@ -72,10 +75,37 @@ impl Lease {
                 ttl,
                 renewed_at: attempt_start,
                 deadline: attempt_start + validity(ttl),
+                provisional: false,
             }),
             status: watch::Sender::new(LeaseStatus::Held),
             writes: Arc::default(),
         }
+    }
+
+    /// A lease handed over by a release with a TTL of `claim` (at most `ttl`), after the queued
+    /// attempt that started at `queued_at`: valid until `queued_at` + `claim` − drift
+    /// allowance, and renewed with `ttl` from its first renewal on.
+    pub(crate) fn handed_over(
+        key: String,
+        token: String,
+        fencing_token: u64,
+        ttl: Duration,
+        claim: Duration,
+        queued_at: Instant,
+    ) -> Self {
+        let lease = Lease::new(key, token, fencing_token, ttl, queued_at);
+        {
+            let mut times = lease.times.lock().unwrap_or_else(PoisonError::into_inner);
+            times.deadline = queued_at + validity(claim);
+            times.provisional = claim < ttl;
+        }
+        lease
+    }
+
+    /// Whether the lease still runs on a hand-over's claim window (see
+    /// [`handed_over`](Self::handed_over)).
+    pub(crate) fn is_provisional(&self) -> bool {
+        self.times().provisional
     }
 
     /// Waits for the TTL-setting command in flight, if any, and returns the right to send the
@@ -109,10 +139,15 @@ impl Lease {
         self.times().deadline
     }
 
-    /// When the watchdog should next renew: a third of the TTL after the latest renewal.
+    /// When the next renewal is due: a third of the TTL after the latest renewal (a third of
+    /// the way to the deadline while [provisional](Self::is_provisional)).
     pub(crate) fn renewal_due(&self) -> Instant {
         let times = self.times();
-        times.renewed_at + times.ttl / 3
+        if times.provisional {
+            times.renewed_at + times.deadline.saturating_duration_since(times.renewed_at) / 3
+        } else {
+            times.renewed_at + times.ttl / 3
+        }
     }
 
     /// Time left until the deadline; zero once the lease is not held.
@@ -135,6 +170,7 @@ impl Lease {
         times.ttl = ttl;
         times.renewed_at = start;
         times.deadline = start + validity(ttl);
+        times.provisional = false;
     }
 
     /// Moves from `Held` to `to`; returns whether this call made the move.

@@ -19,6 +19,7 @@ mod manager;
 mod multi;
 mod node;
 mod options;
+mod promotion;
 mod redact;
 mod redlock;
 mod reentrancy;

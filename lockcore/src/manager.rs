@@ -10,10 +10,11 @@ use crate::backend::AttemptRequest;
 use crate::builder::LockManagerBuilder;
 use crate::fencing;
 use crate::guard::LockGuard;
-use crate::handoff::{self, Handoff};
+use crate::handoff::{self, Grant, Handoff};
 use crate::key::full_key;
 use crate::lease::Lease;
 use crate::shared::Shared;
+use crate::single::QueueTicket;
 use crate::telemetry::AcquireProbe;
 use crate::vote::Vote;
 use crate::{LockError, LockOptions};
@@ -184,12 +185,14 @@ impl LockManager {
             probe.queued();
         }
         let wake_channel = waiter.as_ref().and(handoff).map(|h| Handoff::channel(h));
-        loop {
+        for seq in 1.. {
             let token = call_token.clone().unwrap_or_else(|| self.new_value(opts));
             let give_up_at = started + opts.wait_budget();
+            let queue = wake_channel.map(|channel| QueueTicket { channel, seq });
+            let attempt_start = Instant::now();
             probe.attempt();
             match self
-                .attempt(&key, token, opts, wake_channel, Some(give_up_at))
+                .attempt(&key, token, opts, queue, Some(give_up_at), attempt_start)
                 .await?
             {
                 Attempt::Acquired(guard) => {
@@ -227,7 +230,61 @@ impl LockManager {
                     }
                 }
             }
+            // A hand-over's grant answers this attempt only when it echoes its sequence number
+            // (see `handoff`): an older one may have lapsed.
+            let granted = match (&waiter, &call_token) {
+                (Some(waiter), Some(value)) => waiter
+                    .take_grant()
+                    .filter(|grant| grant.seq == seq)
+                    .and_then(|grant| self.granted(&key, value, opts, grant, attempt_start)),
+                _ => None,
+            };
+            if let Some(guard) = granted {
+                probe.handed_over();
+                if let Some(waiter) = waiter {
+                    waiter.acquired();
+                }
+                return Ok(guard);
+            }
         }
+        unreachable!("a u64 sequence of attempts does not run out")
+    }
+
+    /// The guard for a hand-over's grant that answers the queued attempt started at `start`:
+    /// the release set the key to `value` with a TTL of the claim window (at most `opts`'
+    /// ttl) after that attempt ran, so the lease is valid until `start` + the claim window −
+    /// drift allowance; its first renewal sets the full ttl. `None` when that deadline has
+    /// passed already (the wake-up came late) or the grant is unusable (a fencing token of 0
+    /// from a counter lockcore did not mint, or a manager that must confirm with `WAIT`):
+    /// the waiter then re-checks.
+    fn granted(
+        &self,
+        key: &str,
+        value: &str,
+        opts: &LockOptions,
+        grant: Grant,
+        start: Instant,
+    ) -> Option<LockGuard> {
+        let counter_key =
+            fencing::counter_key(&self.shared.key_prefix, key, self.shared.fencing_counter);
+        let fenced = counter_key != key;
+        if !self.shared.backend.starts_on_grant() || (fenced && grant.fencing_token == 0) {
+            return None;
+        }
+        let ttl = opts.ttl();
+        let lease = Lease::handed_over(
+            key.to_owned(),
+            value.to_owned(),
+            grant.fencing_token,
+            ttl,
+            ttl.min(handoff::CLAIM_WINDOW),
+            start,
+        )
+        .with_key_template(opts.key_template_value());
+        if Instant::now() >= lease.deadline() {
+            return None;
+        }
+        Some(LockGuard::new(Arc::clone(&self.shared), lease, opts))
     }
 
     /// Makes exactly one attempt to acquire `key`. It never joins the waiter queue.
@@ -261,7 +318,7 @@ impl LockManager {
     ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
         match self
-            .attempt(&key, self.new_value(opts), opts, None, None)
+            .attempt(&key, self.new_value(opts), opts, None, None, Instant::now())
             .await?
         {
             Attempt::Acquired(guard) => Ok(Some(guard)),
@@ -282,10 +339,10 @@ impl LockManager {
         key: &str,
         token: String,
         opts: &LockOptions,
-        wake_channel: Option<&str>,
+        queue: Option<QueueTicket<'_>>,
         give_up_at: Option<Instant>,
+        attempt_start: Instant,
     ) -> Result<Attempt, LockError> {
-        let attempt_start = Instant::now();
         let ttl = opts.ttl();
         let counter_key =
             fencing::counter_key(&self.shared.key_prefix, key, self.shared.fencing_counter);
@@ -294,7 +351,7 @@ impl LockManager {
             counter_key: &counter_key,
             token: &token,
             ttl,
-            wake_channel,
+            queue,
             give_up_at,
         };
         match self.shared.backend.attempt(&request, attempt_start).await? {

@@ -33,6 +33,16 @@ pub(crate) struct ConnectOptions {
 /// seconds.
 const CLUSTER_RETRIES: u32 = 3;
 
+/// `TCP_NODELAY` of every command connection. Measured in the benchmark (B1, see the README):
+/// PLACEHOLDER
+const TCP_NODELAY: bool = true;
+
+/// The TCP settings of every connection lockcore opens (nodes, cluster nodes, sentinels and
+/// the primaries they resolve).
+pub(crate) fn tcp_settings() -> TcpSettings {
+    TcpSettings::default().set_nodelay(TCP_NODELAY)
+}
+
 /// One Redis endpoint.
 #[derive(Clone)]
 pub(crate) enum Node {
@@ -64,7 +74,7 @@ impl Node {
                     err.detail().unwrap_or("bad URL"),
                 ),
             })?
-            .set_tcp_settings(TcpSettings::default().set_nodelay(true));
+            .set_tcp_settings(tcp_settings());
         if matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
             crate::tls::ensure_supported(url)?;
         }
@@ -91,7 +101,7 @@ impl Node {
     ) -> Result<Node, LockError> {
         let infos = Self::connection_infos(seeds)?;
         let builder = redis::cluster::ClusterClientBuilder::new(infos)
-            .tcp_settings(TcpSettings::default().set_nodelay(true))
+            .tcp_settings(tcp_settings())
             .connection_timeout(options.connection_timeout)
             .response_timeout(options.response_timeout)
             .overall_response_timeout(Some(options.response_timeout * 2))

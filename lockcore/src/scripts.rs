@@ -50,66 +50,135 @@ return {0, redis.call('PTTL', KEYS[1])}
     )
 });
 
-/// Acquire on a single node, fair and with hand-off: [`ACQUIRE`] that honours the waiter queue.
+/// The fair hand-off queue's Lua helpers, for [`ACQUIRE_QUEUED`] and [`RELEASE_HANDOFF`].
 ///
-/// - `KEYS[1]` lock key, `KEYS[2]` fencing counter, `KEYS[3]` waiter queue (a list of tokens
-///   in arrival order), `KEYS[4]` waiter entries (a hash: token → `expires_ms|ttl_ms|channel`)
-/// - `ARGV[1]` token, `ARGV[2]` ttl in ms, `ARGV[3]` `1` to queue up when not acquired,
-///   `ARGV[4]` how long a queue entry lives without a refresh, in ms, `ARGV[5]` the pub/sub
-///   channel that wakes this waiter
+/// The queue of a lock key is a list of waiters' lock values in arrival order; each waiter
+/// also has a *waiter key*, `<waiter prefix><token>` (the token is the value up to its first
+/// space), that lives while the waiter refreshes it (`PX` entry lease) and holds
+/// `ttl_ms|seq|channel_len|channel<counter key>`: what a release needs to hand the lock over
+/// without a round trip to the waiter. A queued value whose waiter key is gone (it withdrew
+/// or died) is skipped. The waiter keys share the lock key's hash tag, so every key a script
+/// touches is in one cluster slot.
 ///
-/// With no queue, this is `SET NX PX` plus the fencing `INCR`. Otherwise, waiters whose entry
-/// expired are dropped from the head of the queue (server clock, `TIME`), and the key is
-/// acquired when it holds this token (a release handed it over), or when it is free and nobody
-/// live is queued ahead. Returns `{1, fencing_token}` when acquired, otherwise
-/// `{0, pttl_ms}` (`0`: the key is free but a waiter ahead has the turn).
+/// `hand_over(key, queue, prefix, claim_ms, self)` gives the free `key` to the first live
+/// waiter: it pops the queue until a waiter key exists, deletes that waiter key, and (unless
+/// that waiter is `self`: then it returns `true` and the caller takes the key) sets `key` to
+/// the waiter's value with `PX min(claim_ms, ttl)`, mints its fencing token with the waiter's
+/// own counter, and publishes `<token> <fencing token> <seq>` on its channel. Returns the value
+/// granted, `true`, or `false` when no live waiter is queued.
+const QUEUE_HELPERS: &str = "
+local function mint_on(counter, key)
+  if counter == key then return 0 end
+  return redis.call('INCR', counter)
+end
+local function waiter_key(prefix, value)
+  return prefix .. string.match(value, '^[^ ]*')
+end
+local function entry_of(ttl, seq, channel, counter)
+  return ttl .. '|' .. seq .. '|' .. #channel .. '|' .. channel .. counter
+end
+local function hand_over(key, queue, prefix, claim, self)
+  local head = redis.call('LPOP', queue)
+  while head do
+    local entry = redis.call('GETDEL', waiter_key(prefix, head))
+    if entry then
+      if head == self then return true end
+      local ttl, seq, len, rest = string.match(entry, '^(%d+)|(%d+)|(%d+)|(.*)$')
+      if ttl then
+        len = tonumber(len)
+        local fencing = mint_on(string.sub(rest, len + 1), key)
+        redis.call('SET', key, head, 'PX', math.min(claim, tonumber(ttl)))
+        redis.call('PUBLISH', string.sub(rest, 1, len), string.match(head, '^[^ ]*') .. ' ' .. fencing .. ' ' .. seq)
+        return head
+      end
+    end
+    head = redis.call('LPOP', queue)
+  end
+  return false
+end";
+
+/// Acquire on a single node, fair and with hand-off: [`ACQUIRE`] that honours the waiter queue
+/// (see [`QUEUE_HELPERS`] for its layout).
+///
+/// - `KEYS[1]` lock key, `KEYS[2]` fencing counter (the lock key again: no fencing),
+///   `KEYS[3]` waiter queue, `KEYS[4]` this waiter's waiter key
+/// - `ARGV[1]` lock value, `ARGV[2]` ttl in ms, `ARGV[3]` mode, `ARGV[4]` how long a waiter
+///   key lives without a refresh, in ms, `ARGV[5]` the pub/sub channel that wakes this waiter,
+///   `ARGV[6]` this attempt's sequence number (echoed by a hand-over), `ARGV[7]` the waiter key
+///   prefix, `ARGV[8]` the claim window in ms (see [`RELEASE_HANDOFF`])
+///
+/// Modes:
+/// - `1`, the first attempt of a waiting acquire: `SET NX PX GET`, plus the fencing `INCR`
+///   when it set the key: a free key pays for no queue check. The release keeps the key set
+///   while anyone is queued (it hands over instead of deleting), so a free key with live
+///   waiters only follows an expired lease; a newcomer may then take it once, ahead of them.
+///   When held: queue up (waiter key, `RPUSH`, queue `PEXPIRE`) and read the holder's `PTTL`,
+///   so that a waiter wakes when a holder that died would have released.
+/// - `2`, a queued waiter's re-check: acquired when the key holds this value (a hand-over
+///   whose wake-up was missed); when the key is free, the first live waiter has the turn (this
+///   one: acquired; another: handed over to it); otherwise refresh the waiter key (queue up
+///   again if it is gone).
+/// - `0`, one attempt that never queues: a free key is taken only when no live waiter is
+///   queued (dead heads are dropped).
+///
+/// Returns `{1, fencing_token}` when acquired, otherwise `{0, pttl_ms}` (`0` when the key is
+/// free but a waiter has the turn).
 pub(crate) static ACQUIRE_QUEUED: Lazy<Script> = Lazy::new(|| {
-    with_value_of(
+    with_value_of(&format!(
+        "{QUEUE_HELPERS}{}",
         r"
-local queued = redis.call('EXISTS', KEYS[3]) == 1
-if not queued and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, mint()}
+local mode = ARGV[3]
+local function entry() return entry_of(ARGV[2], ARGV[6], ARGV[5], KEYS[2]) end
+if mode == '1' then
+  local old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+  if type(old) == 'table' then
+    if not (old.err and string.find(old.err, 'WRONGTYPE', 1, true)) then error(old) end
+    old = ''
+  end
+  if not old then return {1, mint()} end
+  if old == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, mint()}
+  end
+  redis.call('SET', KEYS[4], entry(), 'PX', ARGV[4])
+  redis.call('RPUSH', KEYS[3], ARGV[1])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  return {0, redis.call('PTTL', KEYS[1])}
 end
 local holder = value_of(KEYS[1])
 if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if queued then
-    redis.call('LREM', KEYS[3], 0, ARGV[1])
-    redis.call('HDEL', KEYS[4], ARGV[1])
-  end
   return {1, mint()}
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local head = queued and redis.call('LINDEX', KEYS[3], 0)
-while head do
-  local entry = redis.call('HGET', KEYS[4], head)
-  if entry and tonumber(string.match(entry, '^(%d+)')) > now then break end
-  redis.call('LPOP', KEYS[3])
-  redis.call('HDEL', KEYS[4], head)
-  head = redis.call('LINDEX', KEYS[3], 0)
-end
-if not holder and (not head or head == ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  if head then
-    redis.call('LPOP', KEYS[3])
-    redis.call('HDEL', KEYS[4], ARGV[1])
+if not holder then
+  if mode == '0' then
+    local head = redis.call('LINDEX', KEYS[3], 0)
+    while head and redis.call('EXISTS', waiter_key(ARGV[7], head)) == 0 do
+      redis.call('LPOP', KEYS[3])
+      head = redis.call('LINDEX', KEYS[3], 0)
+    end
+    if head then return {0, 0} end
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return {1, mint()}
   end
-  return {1, mint()}
+  local given = hand_over(KEYS[1], KEYS[3], ARGV[7], tonumber(ARGV[8]), ARGV[1])
+  if not given then redis.call('DEL', KEYS[4]) end
+  if given == true or not given then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return {1, mint()}
+  end
 end
-if ARGV[3] == '1' then
-  if redis.call('HSET', KEYS[4], ARGV[1], (now + tonumber(ARGV[4])) .. '|' .. ARGV[2] .. '|' .. ARGV[5]) == 1 then
+if mode == '2' then
+  if not redis.call('SET', KEYS[4], entry(), 'XX', 'PX', ARGV[4]) then
+    redis.call('SET', KEYS[4], entry(), 'PX', ARGV[4])
     redis.call('RPUSH', KEYS[3], ARGV[1])
   end
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
-  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+  if not holder then return {0, 0} end
 end
-if holder then
-  return {0, redis.call('PTTL', KEYS[1])}
-end
-return {0, 0}
-",
-    )
+return {0, redis.call('PTTL', KEYS[1])}
+"
+    ))
 });
 
 /// Acquire of several keys on one node in one call, the fast path of
@@ -148,53 +217,35 @@ return reply
     )
 });
 
-/// Release on a single node, with hand-off: compare-and-delete (just that when nobody is
-/// queued), then give the lock straight to the first live waiter in the queue and wake it. Also takes this token out of the queue, so
-/// the same script withdraws a waiter that gives up.
+/// Release on a single node, with direct grant: compare-and-delete, except that when a live
+/// waiter is queued the key is handed to it instead (see [`QUEUE_HELPERS`]): its lease, its
+/// fencing token and its wake-up come from this one call. A value that does not hold the key
+/// (a waiter that gives up) withdraws from the queue instead.
 ///
-/// - `KEYS[1]` lock key, `KEYS[2]` waiter queue, `KEYS[3]` waiter entries (see
-///   [`ACQUIRE_QUEUED`])
-/// - `ARGV[1]` token, `ARGV[2]` the claim window in ms: a handed-over lock lives this long (at
-///   most the waiter's TTL) until the woken waiter claims it with its full TTL, so a waiter that
-///   died while queued holds the others up for at most this long
+/// - `KEYS[1]` lock key, `KEYS[2]` waiter queue, `KEYS[3]` this value's waiter key
+/// - `ARGV[1]` lock value, `ARGV[2]` the claim window in ms: a handed-over lock lives this long
+///   (at most the waiter's TTL) until its new holder's first renewal sets the full TTL, so a
+///   waiter that died while queued holds the others up for at most this long, `ARGV[3]` the
+///   waiter key prefix
 ///
-/// Returns 1 when the key held the token and was deleted, 0 when the key was missing, -1 when
-/// it holds another value (another holder's token, or another type).
+/// With nobody queued this is `GET`, `LPOP` (nothing) and `DEL`. Returns 1 when the key held the value (and was deleted or handed over), 0 when the key was
+/// missing, -1 when it holds another value (another holder's token, or another type).
 pub(crate) static RELEASE_HANDOFF: Lazy<Script> = Lazy::new(|| {
-    with_value_of(
+    with_value_of(&format!(
+        "{QUEUE_HELPERS}{}",
         r"
 local holder = value_of(KEYS[1])
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  if holder == ARGV[1] then
-    return redis.call('DEL', KEYS[1])
-  end
-  return holder and -1 or 0
-end
-redis.call('LREM', KEYS[2], 0, ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
 if holder ~= ARGV[1] then
+  redis.call('DEL', KEYS[3])
+  redis.call('LREM', KEYS[2], 0, ARGV[1])
   return holder and -1 or 0
 end
-redis.call('DEL', KEYS[1])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local head = redis.call('LPOP', KEYS[2])
-while head do
-  local entry = redis.call('HGET', KEYS[3], head)
-  redis.call('HDEL', KEYS[3], head)
-  if entry then
-    local expires, ttl, channel = string.match(entry, '^(%d+)|(%d+)|(.*)$')
-    if tonumber(expires) > now then
-      redis.call('SET', KEYS[1], head, 'PX', math.min(tonumber(ARGV[2]), tonumber(ttl)))
-      redis.call('PUBLISH', channel, head)
-      return 1
-    end
-  end
-  head = redis.call('LPOP', KEYS[2])
+if not hand_over(KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[2]), false) then
+  redis.call('DEL', KEYS[1])
 end
 return 1
-",
-    )
+"
+    ))
 });
 
 /// Release: compare-and-delete, as in the seeds and the Redis `SET` documentation.
@@ -271,12 +322,12 @@ fn commands_of(script: &Script) -> &'static str {
         (&ACQUIRE, "SET, INCR, PTTL"),
         (
             &ACQUIRE_QUEUED,
-            "EXISTS, SET, INCR, GET, PEXPIRE, PTTL, TIME, LINDEX, LPOP, LREM, RPUSH, HGET, HSET, HDEL",
+            "SET, GET, GETDEL, INCR, PEXPIRE, PTTL, EXISTS, DEL, LINDEX, LPOP, RPUSH, PUBLISH",
         ),
         (&ACQUIRE_ALL, "EXISTS, SET, INCR"),
         (
             &RELEASE_HANDOFF,
-            "GET, EXISTS, DEL, SET, TIME, LPOP, LREM, HGET, HDEL, PUBLISH",
+            "GET, DEL, LREM, LPOP, GETDEL, SET, INCR, PUBLISH",
         ),
         (&RELEASE, "GET, DEL"),
         (&RENEW, "GET, PEXPIRE"),

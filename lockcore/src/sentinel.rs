@@ -60,7 +60,7 @@ impl SentinelPrimary {
         runtime: &Handle,
     ) -> Result<SentinelPrimary, LockError> {
         let infos = Node::connection_infos(sentinel_urls)?;
-        let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+        let tcp = crate::node::tcp_settings();
         let mut builder = SentinelClientBuilder::new(
             infos.iter().map(|info| info.addr().clone()),
             master_name,

@@ -32,6 +32,15 @@ fn unexpected_reply(reply: &[i64]) -> redis::RedisError {
     ))
 }
 
+/// A queued attempt's place in the hand-off protocol: the channel that wakes the waiter, and
+/// the attempt's sequence number within its acquire call (1 for the first, which queues up;
+/// later ones re-check).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QueueTicket<'a> {
+    pub(crate) channel: &'a str,
+    pub(crate) seq: u64,
+}
+
 /// One node and its hand-off wiring.
 #[derive(Clone)]
 pub(crate) struct Single {
@@ -61,9 +70,9 @@ impl Single {
         &self.handoff
     }
 
-    /// One queue-aware acquire: with `wake_channel` set, a waiter that finds the key held is
-    /// queued for hand-off (see `handoff`). With `wait_for_replicas`, a win is followed by
-    /// `WAIT`.
+    /// One queue-aware acquire ([`ACQUIRE_QUEUED`](scripts::ACQUIRE_QUEUED)): with `queue`
+    /// set, a waiter that finds the key held is queued for hand-off (see `handoff`). With
+    /// `wait_for_replicas`, a win is followed by `WAIT`.
     ///
     /// # Errors
     /// [`LockError::Redis`], or [`LockError::NotReplicated`] after a win that too few replicas
@@ -72,21 +81,33 @@ impl Single {
         &self,
         key: &str,
         counter_key: &str,
-        token: &str,
+        value: &str,
         ttl: Duration,
-        wake_channel: Option<&str>,
+        queue: Option<QueueTicket<'_>>,
     ) -> Result<Vote, LockError> {
-        let (queue, entries) = handoff::queue_keys(&self.key_prefix, key);
+        let (queue_key, waiter_prefix) = handoff::queue_keys(&self.key_prefix, key);
+        let waiter_key = crate::holder::waiter_key(&waiter_prefix, value);
+        let (mode, channel, seq) = match queue {
+            None => (0, "", 0),
+            Some(ticket) => (
+                if ticket.seq <= 1 { 1 } else { 2 },
+                ticket.channel,
+                ticket.seq,
+            ),
+        };
         let vote = scripts::ACQUIRE_QUEUED
             .key(key)
             .key(counter_key)
-            .key(queue)
-            .key(entries)
-            .arg(token)
+            .key(queue_key)
+            .key(waiter_key)
+            .arg(value)
             .arg(duration_ms(ttl))
-            .arg(u8::from(wake_channel.is_some()))
+            .arg(mode)
             .arg(duration_ms(handoff::ENTRY_LEASE))
-            .arg(wake_channel.unwrap_or_default())
+            .arg(channel)
+            .arg(seq)
+            .arg(waiter_prefix)
+            .arg(duration_ms(handoff::CLAIM_WINDOW))
             .invoke_async::<(i64, i64)>(&mut self.node.clone())
             .await
             .map_err(|e| scripts::explain(&scripts::ACQUIRE_QUEUED, e))
@@ -95,6 +116,14 @@ impl Single {
             replicas.wait(&self.node, key).await?;
         }
         Ok(vote)
+    }
+
+    /// Whether a waiter may start on a hand-over's grant without a round trip. Not with
+    /// `wait_for_replicas`: `WAIT` covers only the writes of the connection that sends it, and
+    /// the grant was written by the releaser's, so the waiter re-checks instead (its own
+    /// `PEXPIRE` of the key, then `WAIT`).
+    pub(crate) fn starts_on_grant(&self) -> bool {
+        self.replicas.is_none()
     }
 
     /// Whether [`acquire_all`](Self::acquire_all) can take `keys` in one script call: always on
@@ -161,16 +190,18 @@ impl Single {
         Ok(Some(tokens))
     }
 
-    /// Compare-and-delete with hand-off to the first live waiter; also withdraws `token` from
-    /// the waiter queue.
-    pub(crate) async fn release(&self, key: &str, token: &str) -> redis::RedisResult<Released> {
-        let (queue, entries) = handoff::queue_keys(&self.key_prefix, key);
+    /// Compare-and-delete with hand-off to the first live waiter; a value that does not hold
+    /// the key withdraws from the waiter queue instead.
+    pub(crate) async fn release(&self, key: &str, value: &str) -> redis::RedisResult<Released> {
+        let (queue, waiter_prefix) = handoff::queue_keys(&self.key_prefix, key);
+        let waiter_key = crate::holder::waiter_key(&waiter_prefix, value);
         scripts::RELEASE_HANDOFF
             .key(key)
             .key(queue)
-            .key(entries)
-            .arg(token)
+            .key(waiter_key)
+            .arg(value)
             .arg(duration_ms(handoff::CLAIM_WINDOW))
+            .arg(waiter_prefix)
             .invoke_async::<i64>(&mut self.node.clone())
             .await
             .map_err(|e| scripts::explain(&scripts::RELEASE_HANDOFF, e))

@@ -54,6 +54,8 @@ pub(crate) struct AcquireProbe {
     attempts: AtomicU32,
     queued: AtomicBool,
     contended: AtomicBool,
+    /// A release handed the lock over (no further attempt was needed).
+    handed_over: AtomicBool,
     finished: bool,
 }
 
@@ -79,6 +81,7 @@ impl AcquireProbe {
             attempts: AtomicU32::new(0),
             queued: AtomicBool::new(false),
             contended: AtomicBool::new(false),
+            handed_over: AtomicBool::new(false),
             finished: false,
         }
     }
@@ -98,6 +101,11 @@ impl AcquireProbe {
         self.queued.store(true, Ordering::Relaxed);
     }
 
+    /// A release's grant handed the lock to this call.
+    pub(crate) fn handed_over(&self) {
+        self.handed_over.store(true, Ordering::Relaxed);
+    }
+
     /// An attempt found the key held: logged once per call, at debug.
     pub(crate) fn held(&self, key: &str, holder_ttl: Option<Duration>) {
         if !self.contended.swap(true, Ordering::Relaxed) {
@@ -112,7 +120,9 @@ impl AcquireProbe {
         let outcome = match result {
             Ok(Some(guard)) => {
                 self.span.record("fencing_token", guard.fencing_token());
-                if self.queued.load(Ordering::Relaxed) && self.attempts.load(Ordering::Relaxed) > 1
+                if self.handed_over.load(Ordering::Relaxed)
+                    || (self.queued.load(Ordering::Relaxed)
+                        && self.attempts.load(Ordering::Relaxed) > 1)
                 {
                     count_handoff(self.template);
                 }

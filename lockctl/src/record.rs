@@ -65,39 +65,42 @@ pub(crate) struct LockRecord {
     pub(crate) waiters: Vec<Holder>,
 }
 
-/// The replies to one key's pipeline: value, PTTL, queued values, queue entries.
-type KeyReplies = (Option<String>, i64, Vec<String>, Vec<(String, String)>);
+/// The replies to one key's pipeline: value, PTTL, queued values.
+type KeyReplies = (Option<String>, i64, Vec<String>);
 
 /// Reads `key` as a lock, `None` when it vanished (released or expired) meanwhile.
 pub(crate) async fn read(
     target: &mut Target,
     prefix: &str,
     key: &str,
-    server_now_ms: u64,
 ) -> Result<Option<LockRecord>, CtlError> {
-    let (queue, entries) = lockcore::holder::waiter_queue_keys(prefix, key);
+    let (queue, waiter_prefix) = lockcore::holder::waiter_queue_keys(prefix, key);
     // All keys share the lock key's slot, so one pipeline serves a cluster too.
-    let (value, pttl, queued, entry_values): KeyReplies = redis::pipe()
+    let (value, pttl, queued): KeyReplies = redis::pipe()
         .get(key)
         .pttl(key)
         .lrange(&queue, 0, -1)
-        .hgetall(&entries)
         .query_async(target)
         .await?;
     let Some(value) = value else {
         return Ok(None);
     };
     let holder = Holder::parse(&value);
+    // A queued waiter is live while its waiter key exists.
+    let mut live = redis::pipe();
+    for waiter in &queued {
+        live.exists(lockcore::holder::waiter_key(&waiter_prefix, waiter));
+    }
+    let live: Vec<bool> = if queued.is_empty() {
+        Vec::new()
+    } else {
+        live.query_async(target).await?
+    };
     let waiters = queued
         .iter()
-        .filter(|waiter| {
-            entry_values
-                .iter()
-                .find(|(v, _)| v == *waiter)
-                .and_then(|(_, entry)| entry.split('|').next()?.parse::<u64>().ok())
-                .is_some_and(|expires| expires > server_now_ms)
-        })
-        .map(|waiter| Holder::parse(waiter))
+        .zip(live)
+        .filter(|(_, live)| *live)
+        .map(|(waiter, _)| Holder::parse(waiter))
         .collect();
     let held_ms = holder.acquired_at.map(|at| now_ms().saturating_sub(at));
     Ok(Some(LockRecord {
@@ -121,7 +124,6 @@ pub(crate) async fn list(
     pattern: &str,
 ) -> Result<(Vec<LockRecord>, Vec<IdemRecord>), CtlError> {
     let keys = target.scan_strings(pattern).await?;
-    let now = server_time_ms(target).await?;
     let mut records = Vec::with_capacity(keys.len());
     let mut idem_keys = BTreeSet::new();
     for key in keys {
@@ -132,13 +134,13 @@ pub(crate) async fn list(
         if lockcore::holder::is_auxiliary_key(prefix, &key) {
             continue;
         }
-        if let Some(record) = read(target, prefix, &key, now).await? {
+        if let Some(record) = read(target, prefix, &key).await? {
             records.push(record);
         }
     }
     let mut idem = Vec::with_capacity(idem_keys.len());
     for idem_key in idem_keys {
-        if let Some(record) = read_idempotency(target, prefix, &idem_key, now, false).await? {
+        if let Some(record) = read_idempotency(target, prefix, &idem_key, false).await? {
             idem.push(record);
         }
     }
@@ -152,8 +154,7 @@ pub(crate) async fn inspect(
     key: &str,
 ) -> Result<LockRecord, CtlError> {
     check_is_lock(target, prefix, key).await?;
-    let now = server_time_ms(target).await?;
-    read(target, prefix, key, now)
+    read(target, prefix, key)
         .await?
         .ok_or_else(|| CtlError::NoSuchKey {
             key: key.to_owned(),
@@ -168,8 +169,7 @@ pub(crate) async fn inspect_idempotency(
     idem_key: &str,
     key: &str,
 ) -> Result<IdemRecord, CtlError> {
-    let now = server_time_ms(target).await?;
-    read_idempotency(target, prefix, idem_key, now, true)
+    read_idempotency(target, prefix, idem_key, true)
         .await?
         .ok_or_else(|| CtlError::NoSuchKey {
             key: key.to_owned(),
@@ -227,7 +227,6 @@ pub(crate) async fn read_idempotency(
     target: &mut Target,
     prefix: &str,
     idem_key: &str,
-    server_now_ms: u64,
     with_value: bool,
 ) -> Result<Option<IdemRecord>, CtlError> {
     let record_key = format!("{prefix}{IDEM_RECORD}{idem_key}");
@@ -266,7 +265,7 @@ pub(crate) async fn read_idempotency(
         }
         return Ok(Some(record));
     }
-    let Some(lock) = read(target, prefix, &lock_key, server_now_ms).await? else {
+    let Some(lock) = read(target, prefix, &lock_key).await? else {
         return Ok(None);
     };
     record.state = "running";
@@ -298,12 +297,6 @@ pub(crate) async fn check_is_lock(
             found: format!("a {other}"),
         }),
     }
-}
-
-/// The server's clock (`TIME`), in ms: waiter entries expire by it.
-async fn server_time_ms(target: &mut Target) -> Result<u64, CtlError> {
-    let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(target).await?;
-    Ok(secs * 1000 + micros / 1000)
 }
 
 /// This machine's wall clock, in ms since the Unix epoch.

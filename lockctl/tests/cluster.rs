@@ -105,14 +105,17 @@ async fn list_inspect_release_and_watch_on_a_cluster() {
         "keys should land on several primaries"
     );
     // A live waiter queued on order:1, as the acquire script queues it.
-    let (queue, entries) = lockcore::holder::waiter_queue_keys("lock:", "lock:order:1");
+    let (queue, waiter_prefix) = lockcore::holder::waiter_queue_keys("lock:", "lock:order:1");
     let waiter = value("11111111-1111-4111-8111-111111111111", "waiter");
     let _: () = con.rpush(&queue, &waiter).await.expect("RPUSH");
-    let far = 4_000_000_000_000u64;
     let _: () = con
-        .hset(&entries, &waiter, format!("{far}|60000|lock:__wake__x"))
+        .pset_ex(
+            lockcore::holder::waiter_key(&waiter_prefix, &waiter),
+            "60000|1|14|lock:__wake__xlock:__fencing_counter__",
+            60_000,
+        )
         .await
-        .expect("HSET");
+        .expect("SET PX");
 
     let records = json(&["--cluster", &seed_arg, "list", "--json"]).await;
     let listed: Vec<&str> = records.iter().filter_map(|r| r["key"].as_str()).collect();

@@ -1,6 +1,6 @@
 //! Probes of the hand-off machinery's server-side state: waiter queues (`__waitq__` lists and
-//! `__waiters__` entry hashes), wake-up channels and pub/sub clients. Queue keys are found with
-//! `KEYS`, never computed from lockcore internals.
+//! `__waiters__` waiter keys, see `lockcore::holder::waiter_queue_keys`), wake-up channels and
+//! pub/sub clients. Queue keys are found with `KEYS`.
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use crate::{RedisServer, cmd, manager, query};
 
 /// `KEYS` pattern of the waiter queue lists.
 pub const QUEUE_PATTERN: &str = "*__waitq__*";
-/// `KEYS` pattern of the waiter entry hashes.
+/// `KEYS` pattern of the waiter keys.
 pub const ENTRIES_PATTERN: &str = "*__waiters__*";
 /// `PUBSUB CHANNELS` pattern of the wake-up channels.
 pub const CHANNEL_PATTERN: &str = "lock:__wake__:*";
@@ -26,7 +26,7 @@ pub async fn keys(con: &mut MultiplexedConnection, pattern: &str) -> Vec<String>
     query(con, &cmd(&["KEYS", pattern])).await
 }
 
-/// Both kinds of queue keys (lists and entry hashes) on the server.
+/// Both kinds of queue keys (lists and waiter keys) on the server.
 pub async fn queue_leftovers(con: &mut MultiplexedConnection) -> Vec<String> {
     let mut found = keys(con, QUEUE_PATTERN).await;
     found.extend(keys(con, ENTRIES_PATTERN).await);
@@ -49,24 +49,49 @@ pub async fn lrange(con: &mut MultiplexedConnection, key: &str) -> Vec<String> {
     query(con, &cmd(&["LRANGE", key, "0", "-1"])).await
 }
 
-/// `HEXISTS key field`.
-pub async fn hexists(con: &mut MultiplexedConnection, key: &str, field: &str) -> bool {
-    let n: i64 = query(con, &cmd(&["HEXISTS", key, field])).await;
+/// Whether the waiter that queued `value` is live: its waiter key (under `waiter_prefix`, as
+/// returned by [`wait_queue_len`]) exists.
+pub async fn waiter_live(
+    con: &mut MultiplexedConnection,
+    waiter_prefix: &str,
+    value: &str,
+) -> bool {
+    let key = lockcore::holder::waiter_key(waiter_prefix, value);
+    let n: i64 = query(con, &cmd(&["EXISTS", &key])).await;
     n == 1
 }
 
-/// Polls until the (single) waiter queue holds `n` tokens; returns the queue list's key and
-/// the entries hash's key. Panics after [`SHOW_UP`].
+/// Writes a live-looking waiter key for `value` by hand, in the format the acquire script
+/// writes (`ttl_ms|seq|channel length|channel` + fencing counter key), living `lease_ms`. The
+/// caller puts `value` in the queue list.
+pub async fn plant_waiter(
+    con: &mut MultiplexedConnection,
+    waiter_prefix: &str,
+    value: &str,
+    ttl_ms: u64,
+    channel: &str,
+    counter_key: &str,
+    lease_ms: u64,
+) {
+    let key = lockcore::holder::waiter_key(waiter_prefix, value);
+    let entry = format!("{ttl_ms}|1|{}|{channel}{counter_key}", channel.len());
+    let _: String = query(
+        con,
+        &cmd(&["SET", &key, &entry, "PX", &lease_ms.to_string()]),
+    )
+    .await;
+}
+
+/// Polls until the (single) waiter queue holds `n` values; returns the queue list's key and
+/// the prefix of its waiter keys. Panics after [`SHOW_UP`].
 pub async fn wait_queue_len(con: &mut MultiplexedConnection, n: usize) -> (String, String) {
     let started = Instant::now();
     while started.elapsed() < SHOW_UP {
         if let Some(queue) = single_key(con, QUEUE_PATTERN).await
             && llen(con, &queue).await == n
         {
-            let entries = single_key(con, ENTRIES_PATTERN)
-                .await
-                .unwrap_or_else(|| panic!("a queue list comes with its entries hash"));
-            return (queue, entries);
+            let waiter_prefix = format!("{}:", queue.replacen("__waitq__", "__waiters__", 1));
+            return (queue, waiter_prefix);
         }
         sleep(POLL).await;
     }

@@ -25,13 +25,12 @@ const RULE: &[&str] = &[
     "+pttl",
     "+exists",
     "+lrem",
-    "+hdel",
     "+lindex",
     "+lpop",
+    "+rpush",
+    "+getdel",
     "+hget",
     "+hset",
-    "+rpush",
-    "+time",
     "+publish",
 ];
 

@@ -505,7 +505,7 @@ async fn dead_waiter_aborted_future_is_withdrawn() {
     assert!(first.await.is_err_and(|e| e.is_cancelled()));
     let started = Instant::now();
     while (lrange(&mut raw, &queue).await.contains(&dead_token)
-        || hexists(&mut raw, &entries, &dead_token).await)
+        || waiter_live(&mut raw, &entries, &dead_token).await)
         && started.elapsed() < Duration::from_millis(500)
     {
         sleep(POLL).await;
@@ -513,7 +513,7 @@ async fn dead_waiter_aborted_future_is_withdrawn() {
     let withdrawn = started.elapsed();
     assert!(
         !lrange(&mut raw, &queue).await.contains(&dead_token)
-            && !hexists(&mut raw, &entries, &dead_token).await,
+            && !waiter_live(&mut raw, &entries, &dead_token).await,
         "the aborted waiter's entry is still queued 500 ms later"
     );
     assert_eq!(
@@ -576,7 +576,7 @@ async fn dead_waiter_killed_process_delays_others_less_than_a_second() {
         .expect("join")
         .expect("the process thread does not panic");
     assert!(
-        hexists(&mut raw, &entries, &dead_token).await && llen(&mut raw, &queue).await == 1,
+        waiter_live(&mut raw, &entries, &dead_token).await && llen(&mut raw, &queue).await == 1,
         "the killed waiter's entry must still be queued (dirty), queue {:?}",
         lrange(&mut raw, &queue).await
     );
@@ -609,8 +609,7 @@ async fn dead_waiter_killed_process_delays_others_less_than_a_second() {
 }
 
 /// 5c. A dead waiter planted by hand ahead of a live one, in the format the acquire script
-///     writes (`expires_ms|ttl_ms|channel`, expires = server `TIME` + 600 ms, a channel nobody
-///     listens on): the live waiter gets the lock within < 1 s (asserted < 1.2 s).
+///     writes (a waiter key living 600 ms, ttl 30 s, a channel nobody listens on): the live waiter gets the lock within < 1 s (asserted < 1.2 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_waiter_planted_entry_delays_others_less_than_a_second() {
     let server = RedisServer::start();
@@ -622,9 +621,16 @@ async fn dead_waiter_planted_entry_delays_others_less_than_a_second() {
     let second = spawn_acquire(&live, "dead", &opts(10_000, 5_000));
     let (queue, entries) = wait_queue_len(&mut raw, 1).await;
     let fake = "00000000-dead-4000-8000-000000000000";
-    let expires = (server_now_ms(&mut raw).await + 600).to_string();
-    let entry = format!("{expires}|30000|lock:__wake__:nobody-listens");
-    let _: i64 = query(&mut raw, &cmd(&["HSET", &entries, fake, &entry])).await;
+    plant_waiter(
+        &mut raw,
+        &entries,
+        fake,
+        30_000,
+        "lock:__wake__:nobody-listens",
+        &fencing_counter_key(),
+        600,
+    )
+    .await;
     let _: i64 = query(&mut raw, &cmd(&["LPUSH", &queue, fake])).await;
     assert_eq!(lrange(&mut raw, &queue).await[0], fake, "planted ahead");
 
@@ -664,7 +670,7 @@ async fn wait_budget_is_honoured_and_leaves_no_entry() {
     let short = spawn_acquire(&hasty, "budget", &opts(10_000, 300));
     wait_queue_len(&mut raw, 2).await;
     let hasty_token = lrange(&mut raw, &queue).await.remove(1);
-    assert!(hexists(&mut raw, &entries, &hasty_token).await);
+    assert!(waiter_live(&mut raw, &entries, &hasty_token).await);
 
     let (returned_at, result) = short.await.expect("hasty waiter task");
     match result {
@@ -681,7 +687,7 @@ async fn wait_budget_is_honoured_and_leaves_no_entry() {
     let mut withdrawn = None;
     while returned_at.elapsed() < Duration::from_millis(100) {
         if !lrange(&mut raw, &queue).await.contains(&hasty_token)
-            && !hexists(&mut raw, &entries, &hasty_token).await
+            && !waiter_live(&mut raw, &entries, &hasty_token).await
         {
             withdrawn = Some(returned_at.elapsed());
             break;
@@ -1024,13 +1030,11 @@ async fn mixed_modes_polling_acquirer_does_not_barge() {
     free.release().await.expect("release");
 
     // Twin 2: only an expired entry queued: it is skipped (and dropped from the queue).
+    // Its waiter key has expired: the value is in the queue, its waiter key is gone.
     let stale = "00000000-0000-4000-8000-0000000stale";
-    let expired = (server_now_ms(&mut raw).await - 1).to_string();
-    let entry = format!("{expired}|30000|lock:__wake__:nobody-listens");
-    let _: i64 = query(&mut raw, &cmd(&["HSET", &entries, stale, &entry])).await;
+    assert!(!waiter_live(&mut raw, &entries, stale).await);
     let _: i64 = query(&mut raw, &cmd(&["RPUSH", &queue, stale])).await;
     let _: i64 = query(&mut raw, &cmd(&["PEXPIRE", &queue, "5000"])).await;
-    let _: i64 = query(&mut raw, &cmd(&["PEXPIRE", &entries, "5000"])).await;
     let free = polling_m
         .try_acquire("mixed", &polling)
         .await

@@ -159,14 +159,19 @@ async fn a_queued_waiter_keeps_its_turn() {
         "the aborted waiter withdrew"
     );
     held.release().await.expect("release");
-    // A live waiter of another process: queued, entry valid for a minute.
-    let expires = server_now_ms(&mut raw).await + 60_000;
-    let entry = format!("{expires}|5000|lock:__wake__:elsewhere");
-    let _: () = query(&mut raw, &cmd(&["HSET", &entries, "ghost", &entry])).await;
+    // A live waiter of another process: queued, its waiter key valid for a minute.
+    plant_waiter(
+        &mut raw,
+        &entries,
+        "ghost",
+        5000,
+        "lock:__wake__:elsewhere",
+        &fencing_counter_key(),
+        60_000,
+    )
+    .await;
     let _: () = query(&mut raw, &cmd(&["RPUSH", &queue, "ghost"])).await;
-    for key in [&queue, &entries] {
-        let _: () = query(&mut raw, &cmd(&["PEXPIRE", key, "60000"])).await;
-    }
+    let _: () = query(&mut raw, &cmd(&["PEXPIRE", &queue, "60000"])).await;
 
     reset_stats(&mut raw).await;
     let error = m

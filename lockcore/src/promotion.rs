@@ -1,0 +1,56 @@
+//! The first renewal of a handed-over lease whose guard has no watchdog: it sets the full TTL
+//! a third of the way into the claim window (see `handoff`), unless the guard has been released
+//! or extended by then.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend::Backend;
+use crate::lease::{Lease, LeaseStatus};
+
+/// How many times a promotion that Redis did not answer is tried again.
+const RETRIES: usize = 3;
+
+/// Spawns the promotion of `lease` (by the crate's one spawn policy).
+pub(crate) fn spawn(backend: &Backend, lease: Arc<Lease>) {
+    let renewing = backend.clone();
+    backend.spawn(async move { promote(&renewing, &lease).await });
+}
+
+async fn promote(backend: &Backend, lease: &Lease) {
+    tokio::select! {
+        () = tokio::time::sleep_until(lease.renewal_due()) => {}
+        () = lease.lost() => return,
+    }
+    // Serialised with the guard's extends, as the watchdog's renewals are.
+    let write = lease.write_lock().await;
+    let ttl = lease.ttl();
+    for _ in 0..=RETRIES {
+        if lease.status() != LeaseStatus::Held || !lease.is_provisional() {
+            return;
+        }
+        let start = Instant::now();
+        if start >= lease.deadline() {
+            lease.settle(LeaseStatus::Lost);
+            return;
+        }
+        match backend.renew(&[(&lease.key, &lease.token, ttl)]).await {
+            Ok(renewed) => match renewed.first() {
+                Some(Some(true)) => return lease.renewed(&write, start, ttl),
+                Some(Some(false)) => {
+                    lease.settle(LeaseStatus::Lost);
+                    return;
+                }
+                _ => {}
+            },
+            Err(err) => {
+                tracing::debug!(key = %lease.key, error = %err, "renewal of a handed-over lease failed; retrying");
+            }
+        }
+        let pause = lease.remaining().min(Duration::from_millis(20));
+        tokio::time::sleep(pause).await;
+    }
+    tracing::warn!(key = %lease.key, "could not renew a handed-over lease; it ends with its claim window");
+}
