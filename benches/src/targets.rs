@@ -136,9 +136,10 @@ pub(crate) fn render(o: &mut String, r: &Results) {
         b5.map(|c| {
             let (client, all) = (c.client_per_s(), c.client_per_s() + c.lua_per_s());
             let figure = format!(
-                "{} and {} /s (before: {} and {})",
+                "{} and {} /s over {:.1} s (before: {} and {} over 6.0 s)",
                 fmt_rate(client),
                 fmt_rate(all),
+                c.window.as_secs_f64(),
                 fmt_rate(B5_BEFORE.0),
                 fmt_rate(B5_BEFORE.1)
             );
