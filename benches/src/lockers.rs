@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use lockcore::{LockError, LockManager, LockOptions};
+use lockcore::{FencingCounter, LockError, LockManager, LockManagerBuilder, LockOptions};
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
 use redis::{IntoConnectionInfo, Script};
@@ -39,15 +39,21 @@ pub(crate) struct Budget {
 /// The implementations, as chosen on the command line and printed in the tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// Raw redis-rs: `MultiplexedConnection`, TCP_NODELAY, `SET NX PX` + `EVALSHA` release.
+    /// Raw redis-rs: `MultiplexedConnection`, TCP_NODELAY on, `SET NX PX` + `EVALSHA` release.
     Floor,
+    /// The floor with TCP_NODELAY off (redis-rs's default).
+    FloorNagle,
     /// The floor, but acquiring with one `EVALSHA` that runs `SET NX PX` and `INCR`s a
-    /// counter: the least a lock that hands out fencing tokens sends (B1 only, for reference).
+    /// counter: the least a lock that hands out fencing tokens sends. TCP_NODELAY on.
     FloorFenced,
+    /// The fenced floor with TCP_NODELAY off.
+    FloorFencedNagle,
     /// lockcore with `handoff(false)`: plain jittered backoff.
     Lockcore,
     /// lockcore with `handoff(true)` (its default): a server-side queue and pushed wake-ups.
     LockcoreHandoff,
+    /// lockcore's default with `fencing_counter(FencingCounter::Off)`: no fencing token.
+    LockcoreFencingOff,
     Rslock,
     AsyncRedisLock,
     Rlock,
@@ -56,13 +62,39 @@ pub(crate) enum Kind {
 impl Kind {
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Kind::Floor => "floor (raw redis-rs)",
-            Kind::FloorFenced => "floor + fencing token (raw redis-rs)",
+            Kind::Floor => "floor (NODELAY on)",
+            Kind::FloorNagle => "floor (NODELAY off)",
+            Kind::FloorFenced => "floor + fencing token (NODELAY on)",
+            Kind::FloorFencedNagle => "floor + fencing token (NODELAY off)",
             Kind::Lockcore => "lockcore (backoff)",
             Kind::LockcoreHandoff => "lockcore (handoff, default)",
+            Kind::LockcoreFencingOff => "lockcore (fencing off)",
             Kind::Rslock => "rslock 0.10",
             Kind::AsyncRedisLock => "async-redis-lock 0.4",
             Kind::Rlock => "rlock 0.2",
+        }
+    }
+
+    /// Every implementation, in table order.
+    pub(crate) const ALL: [Kind; 10] = [
+        Kind::Floor,
+        Kind::FloorNagle,
+        Kind::FloorFenced,
+        Kind::FloorFencedNagle,
+        Kind::Lockcore,
+        Kind::LockcoreHandoff,
+        Kind::LockcoreFencingOff,
+        Kind::Rslock,
+        Kind::AsyncRedisLock,
+        Kind::Rlock,
+    ];
+
+    /// The two TCP_NODELAY settings of the floor (`fenced`: of the fenced floor).
+    pub(crate) fn floors(fenced: bool) -> [Kind; 2] {
+        if fenced {
+            [Kind::FloorFenced, Kind::FloorFencedNagle]
+        } else {
+            [Kind::Floor, Kind::FloorNagle]
         }
     }
 
@@ -72,7 +104,10 @@ impl Kind {
             Kind::Floor | Kind::FloorFenced => {
                 "one `MultiplexedConnection` per node, TCP_NODELAY on"
             }
-            Kind::Lockcore | Kind::LockcoreHandoff => {
+            Kind::FloorNagle | Kind::FloorFencedNagle => {
+                "one `MultiplexedConnection` per node, TCP_NODELAY off"
+            }
+            Kind::Lockcore | Kind::LockcoreHandoff | Kind::LockcoreFencingOff => {
                 "one `ConnectionManager` (multiplexed, reconnecting) per node, TCP_NODELAY on, scripts preloaded; one node: plus one pub/sub connection per manager for wake-ups"
             }
             Kind::Rslock => {
@@ -90,8 +125,8 @@ impl Kind {
     /// The retry policy, as configured here.
     pub(crate) fn retry_policy(self) -> &'static str {
         match self {
-            Kind::Floor => "none (one `SET NX PX`; used uncontended only)",
-            Kind::FloorFenced => {
+            Kind::Floor | Kind::FloorNagle => "none (one `SET NX PX`; used uncontended only)",
+            Kind::FloorFenced | Kind::FloorFencedNagle => {
                 "none (one `EVALSHA` running `SET NX PX` and, when set, `INCR` of a counter: a fencing token as lockcore mints one; used uncontended only)"
             }
             Kind::Lockcore => {
@@ -99,6 +134,9 @@ impl Kind {
             }
             Kind::LockcoreHandoff => {
                 "`acquire`, `handoff(true)` (default): queued in Redis, woken by the release; re-checks every 125-250 ms; wait 5 s"
+            }
+            Kind::LockcoreFencingOff => {
+                "as the default, built with `fencing_counter(FencingCounter::Off)`: the acquire mints no fencing token"
             }
             Kind::Rslock => {
                 "`lock()` (3 tries, uniform 0-200 ms apart: defaults) called again until 5 s have passed, as its `acquire` loops forever"
@@ -137,23 +175,43 @@ pub(crate) use with_locker;
 /// several for Redlock), and makes one acquire+release so that connections are open and scripts
 /// loaded before anything is measured.
 pub(crate) async fn connect(kind: Kind, urls: &[String], budget: Budget) -> Result<Impl, String> {
+    let floor = |fenced, nodelay| Floor::connect(urls, budget, fenced, nodelay);
+    let lockcore = |handoff| Lockcore::build(LockManager::builder().nodes(urls), budget, handoff);
     let imp = match kind {
-        Kind::Floor => Impl::Floor(Arc::new(Floor::connect(urls, budget, false).await?)),
-        Kind::FloorFenced => Impl::Floor(Arc::new(Floor::connect(urls, budget, true).await?)),
-        Kind::Lockcore => Impl::Lockcore(Arc::new(Lockcore::connect(urls, budget, false).await?)),
-        Kind::LockcoreHandoff => {
-            Impl::Lockcore(Arc::new(Lockcore::connect(urls, budget, true).await?))
-        }
+        Kind::Floor => Impl::Floor(Arc::new(floor(false, true).await?)),
+        Kind::FloorNagle => Impl::Floor(Arc::new(floor(false, false).await?)),
+        Kind::FloorFenced => Impl::Floor(Arc::new(floor(true, true).await?)),
+        Kind::FloorFencedNagle => Impl::Floor(Arc::new(floor(true, false).await?)),
+        Kind::Lockcore => Impl::Lockcore(Arc::new(lockcore(false).await?)),
+        Kind::LockcoreHandoff => Impl::Lockcore(Arc::new(lockcore(true).await?)),
+        Kind::LockcoreFencingOff => Impl::Lockcore(Arc::new(
+            Lockcore::build(
+                LockManager::builder()
+                    .nodes(urls)
+                    .fencing_counter(FencingCounter::Off),
+                budget,
+                true,
+            )
+            .await?,
+        )),
         Kind::Rslock => Impl::Rslock(Arc::new(Rslock::connect(urls, budget)?)),
         Kind::AsyncRedisLock => Impl::AsyncRedisLock(Arc::new(Arl::connect(urls, budget).await?)),
         Kind::Rlock => Impl::Rlock(Arc::new(Rlock::connect(urls, budget).await?)),
     };
-    let warm_key = format!("bench:warm:{}", uuid::Uuid::new_v4().simple());
-    with_locker!(&imp, l => {
-        let guard = l.acquire(&warm_key).await.map_err(|e| format!("{}: warm-up acquire: {e:?}", kind.name()))?;
-        l.release(guard).await.map_err(|e| format!("{}: warm-up release: {e}", kind.name()))?;
-    });
+    with_locker!(&imp, l => warm(&**l, kind.name()).await)?;
     Ok(imp)
+}
+
+/// One acquire+release, so that connections are open and scripts loaded.
+pub(crate) async fn warm<L: Locker>(l: &L, name: &str) -> Result<(), String> {
+    let warm_key = format!("bench:warm:{}", uuid::Uuid::new_v4().simple());
+    let guard = l
+        .acquire(&warm_key)
+        .await
+        .map_err(|e| format!("{name}: warm-up acquire: {e:?}"))?;
+    l.release(guard)
+        .await
+        .map_err(|e| format!("{name}: warm-up release: {e}"))
 }
 
 fn single_url(urls: &[String], who: &str) -> Result<String, String> {
@@ -226,10 +284,23 @@ pub(crate) struct FloorGuard {
 }
 
 impl Floor {
-    async fn connect(urls: &[String], budget: Budget, fenced: bool) -> Result<Floor, String> {
+    async fn connect(
+        urls: &[String],
+        budget: Budget,
+        fenced: bool,
+        nodelay: bool,
+    ) -> Result<Floor, String> {
         let mut conns = Vec::with_capacity(urls.len());
         for url in urls {
-            let mut conn = nodelay_connection(url).await?;
+            let mut conn = if nodelay {
+                nodelay_connection(url).await?
+            } else {
+                redis::Client::open(url.as_str())
+                    .map_err(|e| e.to_string())?
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(|e| format!("connect {url}: {e}"))?
+            };
             for script in [&*RELEASE, &*ACQUIRE_FENCED] {
                 script
                     .load_async(&mut conn)
@@ -346,9 +417,13 @@ pub(crate) struct Lockcore {
 }
 
 impl Lockcore {
-    async fn connect(urls: &[String], budget: Budget, handoff: bool) -> Result<Lockcore, String> {
-        let manager = LockManager::builder()
-            .nodes(urls)
+    /// A manager from `builder`, with the scenario's TTL and wait budget.
+    pub(crate) async fn build(
+        builder: LockManagerBuilder,
+        budget: Budget,
+        handoff: bool,
+    ) -> Result<Lockcore, String> {
+        let manager = builder
             .build()
             .await
             .map_err(|e| format!("lockcore: {e}"))?;

@@ -5,11 +5,15 @@
 //! ```text
 //! cargo bench -p lockcore-benches                   # everything, ~3 min; writes benches/RESULTS.md
 //! cargo bench -p lockcore-benches -- --quick        # short cells, a smoke run; writes nothing
-//! cargo bench -p lockcore-benches -- --only b2,b3
+//! cargo bench -p lockcore-benches -- --only b2,b3  # some of b1-b6
 //! ```
+//!
+//! B1 uncontended acquire+release, B2 one hot key, B3 hand-off latency, B4 Redlock, B5 watchdog
+//! cost, B6 `wait_for_replicas` and Redis Cluster.
 //!
 //! See `benches/README.md` for what each scenario measures and how.
 
+mod b6;
 mod lockers;
 mod monitor;
 mod monitor_line;
@@ -17,6 +21,9 @@ mod pin;
 mod report;
 mod scenarios;
 mod stats;
+mod table;
+mod tables;
+mod targets;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,13 +42,13 @@ struct Args {
     /// Short cells: a smoke run for development. Does not write RESULTS.md unless --out is given.
     #[arg(long)]
     quick: bool,
-    /// Run only these scenarios (comma-separated): b1, b2, b3, b4, b5.
-    #[arg(long, value_delimiter = ',', value_parser = ["b1", "b2", "b3", "b4", "b5"])]
+    /// Run only these scenarios (comma-separated): b1, b2, b3, b4, b5, b6.
+    #[arg(long, value_delimiter = ',', value_parser = ["b1", "b2", "b3", "b4", "b5", "b6"])]
     only: Vec<String>,
     /// Write the report here (default: benches/RESULTS.md for a full run of all scenarios).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The tokio runtime of the latency scenarios B1, B3 and B4 (B2 and B5 always use the
+    /// The tokio runtime of the latency scenarios B1, B3, B4 and B6 (B2 and B5 always use the
     /// multi-thread runtime).
     #[arg(long, value_enum, default_value_t = Flavor::CurrentThread)]
     latency_runtime: Flavor,
@@ -113,7 +120,11 @@ fn run(args: Args) -> Result<ExitCode, String> {
     let wanted = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
     let started = Instant::now();
     let load_before = load_average();
-    let ours = [Kind::LockcoreHandoff, Kind::Lockcore];
+    let ours = [
+        Kind::LockcoreHandoff,
+        Kind::LockcoreFencingOff,
+        Kind::Lockcore,
+    ];
     let with = |front: &[Kind], back: &[Kind]| -> Vec<Kind> {
         front.iter().chain(&ours).chain(back).copied().collect()
     };
@@ -125,12 +136,24 @@ fn run(args: Args) -> Result<ExitCode, String> {
         b3: None,
         b4: None,
         b5: None,
+        b6: None,
     };
     if wanted("b1") {
         eprintln!("B1: uncontended acquire+release ...");
         results.b1 = Some(block(
             lat,
-            scenarios::b1(&cfg, &with(&[Kind::Floor, Kind::FloorFenced], &peers)),
+            scenarios::b1(
+                &cfg,
+                &with(
+                    &[
+                        Kind::Floor,
+                        Kind::FloorNagle,
+                        Kind::FloorFenced,
+                        Kind::FloorFencedNagle,
+                    ],
+                    &peers,
+                ),
+            ),
         )?);
     }
     if wanted("b2") {
@@ -149,6 +172,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
                 &cfg,
                 &[
                     Kind::Floor,
+                    Kind::FloorNagle,
                     Kind::Lockcore,
                     Kind::Rslock,
                     Kind::AsyncRedisLock,
@@ -159,7 +183,14 @@ fn run(args: Args) -> Result<ExitCode, String> {
     }
     if wanted("b5") {
         eprintln!("B5: watchdog cost ...");
-        results.b5 = Some(block(multi, scenarios::b5(&cfg, &with(&[], &peers)))?);
+        // Renewals do not depend on fencing: lockcore's default and backoff modes only.
+        let kinds = [Kind::LockcoreHandoff, Kind::Lockcore];
+        let kinds: Vec<Kind> = kinds.iter().chain(&peers).copied().collect();
+        results.b5 = Some(block(multi, scenarios::b5(&cfg, &kinds))?);
+    }
+    if wanted("b6") {
+        eprintln!("B6: wait_for_replicas, Redis Cluster ...");
+        results.b6 = Some(block(lat, b6::b6(&cfg))?);
     }
 
     // The arguments after `--`; `cargo bench` adds `--bench` itself.

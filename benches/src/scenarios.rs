@@ -1,4 +1,5 @@
-//! The scenarios B1-B5. Each one starts its own private redis-server processes.
+//! The scenarios B1-B5 (B6 is in `b6.rs`). Each one starts its own private redis-server
+//! processes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -60,7 +61,7 @@ impl Config {
 }
 
 /// A private redis-server, pinned to the server CPU when the run pins.
-fn start_server(cfg: &Config) -> RedisServer {
+pub(crate) fn start_server(cfg: &Config) -> RedisServer {
     let server = RedisServer::start();
     if let (Some(pin), Some(pid)) = (cfg.pin, server.pid()) {
         crate::pin::pin_pid(pid, pin.server_cpu);
@@ -89,7 +90,7 @@ pub(crate) struct Cycles {
 }
 
 impl Cycles {
-    fn new() -> Cycles {
+    pub(crate) fn new() -> Cycles {
         Cycles {
             hist: Hist::new(),
             ops: 0,
@@ -101,7 +102,7 @@ impl Cycles {
         }
     }
 
-    fn merge(&mut self, other: Cycles) {
+    pub(crate) fn merge(&mut self, other: Cycles) {
         self.hist.add(&other.hist);
         self.ops += other.ops;
         self.elapsed += other.elapsed;
@@ -168,7 +169,12 @@ async fn server_cpu(conn: &mut redis::aio::MultiplexedConnection) -> Option<Dura
 
 /// `tasks` tasks share `locker`, each on its own key, acquiring and releasing in a loop for
 /// `dur`. One sample = one acquire+release.
-async fn cycles<L: Locker>(locker: Arc<L>, tasks: usize, dur: Duration, prefix: &str) -> Cycles {
+pub(crate) async fn cycles<L: Locker>(
+    locker: Arc<L>,
+    tasks: usize,
+    dur: Duration,
+    prefix: &str,
+) -> Cycles {
     let start = Instant::now();
     let deadline = start + dur;
     let mut handles = Vec::with_capacity(tasks);
@@ -214,7 +220,11 @@ async fn cycles<L: Locker>(locker: Arc<L>, tasks: usize, dur: Duration, prefix: 
 
 /// Round trips of `PING` on one connection, one at a time, for `dur`; with `idle`, each after
 /// a pause like B3's holds (2-10 ms, uniform), otherwise back to back.
-async fn pings(mut conn: redis::aio::MultiplexedConnection, dur: Duration, idle: bool) -> Cycles {
+pub(crate) async fn pings(
+    mut conn: redis::aio::MultiplexedConnection,
+    dur: Duration,
+    idle: bool,
+) -> Cycles {
     let mut c = Cycles::new();
     let start = Instant::now();
     while start.elapsed() < dur {
@@ -244,6 +254,20 @@ pub(crate) struct Row<T> {
     pub(crate) cells: Result<T, String>,
 }
 
+/// The cells of `kind` in `rows`, when it ran.
+pub(crate) fn cells_of<T>(rows: &[Row<T>], kind: Kind) -> Option<&T> {
+    rows.iter().find(|r| r.kind == kind)?.cells.as_ref().ok()
+}
+
+/// The faster (more ops/s) of some implementations' cells: how "the floor" is chosen from its
+/// two TCP_NODELAY settings.
+pub(crate) fn faster<'a>(
+    cells: impl Iterator<Item = (Kind, &'a Cycles)>,
+) -> Option<(Kind, &'a Cycles)> {
+    let rate = |c: &Cycles| c.ops_per_s().unwrap_or(0.0);
+    cells.max_by(|a, b| rate(a.1).total_cmp(&rate(b.1)))
+}
+
 // ---------------------------------------------------------------------------------------------
 // B1
 
@@ -258,6 +282,15 @@ pub(crate) struct B1Setup {
     pub(crate) same_cpu: bool,
 }
 
+impl B1Setup {
+    pub(crate) const fn tasks(tasks: usize) -> B1Setup {
+        B1Setup {
+            tasks,
+            same_cpu: false,
+        }
+    }
+}
+
 pub(crate) struct B1 {
     pub(crate) setups: Vec<B1Setup>,
     /// Per setup with one task: `PING` round trips on the floor's connection, interleaved with
@@ -265,6 +298,19 @@ pub(crate) struct B1 {
     pub(crate) rtt: Vec<Option<Cycles>>,
     /// Per implementation, one `Cycles` per setup.
     pub(crate) rows: Vec<Row<Vec<Cycles>>>,
+}
+
+impl B1 {
+    pub(crate) fn cell(&self, kind: Kind, setup: B1Setup) -> Option<&Cycles> {
+        let i = self.setups.iter().position(|&s| s == setup)?;
+        cells_of(&self.rows, kind)?.get(i).filter(|c| c.ops > 0)
+    }
+
+    /// The floor (`fenced`: the fenced floor) at `setup`: the faster of its two settings.
+    pub(crate) fn floor(&self, fenced: bool, setup: B1Setup) -> Option<(Kind, &Cycles)> {
+        let both = Kind::floors(fenced).into_iter();
+        faster(both.filter_map(|k| Some((k, self.cell(k, setup)?))))
+    }
 }
 
 pub(crate) async fn b1(cfg: &Config, kinds: &[Kind]) -> Result<B1, String> {
@@ -350,6 +396,18 @@ pub(crate) async fn b1(cfg: &Config, kinds: &[Kind]) -> Result<B1, String> {
 
 pub(crate) const B2_CONTENDERS: [usize; 2] = [8, 64];
 pub(crate) const B2_HOLDS: [Duration; 2] = [Duration::ZERO, Duration::from_millis(1)];
+
+/// The B2 cell of `kind` with `contenders` and `hold`.
+pub(crate) fn find_contention(
+    b2: &[Row<Vec<Contention>>],
+    kind: Kind,
+    contenders: usize,
+    hold: Duration,
+) -> Option<&Contention> {
+    cells_of(b2, kind)?
+        .iter()
+        .find(|c| c.contenders == contenders && c.hold == hold)
+}
 
 /// One contention cell.
 pub(crate) struct Contention {
@@ -702,7 +760,7 @@ async fn raw_handoffs(url: &str, cfg: &Config) -> Result<Cycles, String> {
 /// (uniform), notes the time, and calls release. A sample is the time from that note to the
 /// waiter's acquire returning. The releaser does not contend again until the waiter holds the
 /// lock, so every sample is a hand-off to the other contender.
-async fn ping_pong<L: Locker>(a: &Arc<L>, b: &Arc<L>, cfg: &Config) -> Handoffs {
+pub(crate) async fn ping_pong<L: Locker>(a: &Arc<L>, b: &Arc<L>, cfg: &Config) -> Handoffs {
     let key = format!("b3:{}", uuid::Uuid::new_v4().simple());
     let released_at: Arc<Mutex<Option<Instant>>> = Arc::default();
     let samples = Arc::new(AtomicUsize::new(0));
@@ -817,6 +875,12 @@ async fn participant<L: Locker>(
 
 pub(crate) const B4_NODES: [usize; 3] = [1, 3, 5];
 
+/// B4's floor at `B4_NODES[ni]`: the faster of its two settings.
+pub(crate) fn b4_floor(b4: &[Row<Vec<Cycles>>], ni: usize) -> Option<(Kind, &Cycles)> {
+    let both = Kind::floors(false).into_iter();
+    faster(both.filter_map(|k| Some((k, cells_of(b4, k)?.get(ni)?))))
+}
+
 pub(crate) async fn b4(cfg: &Config, kinds: &[Kind]) -> Vec<Row<Vec<Cycles>>> {
     let servers: Vec<RedisServer> = (0..5).map(|_| start_server(cfg)).collect();
     let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
@@ -916,9 +980,9 @@ async fn hold_many(cfg: &Config, kind: Kind, locks: usize) -> Result<Renewals, S
         lost,
     };
     match kind {
-        Kind::Lockcore | Kind::LockcoreHandoff => {
+        Kind::Lockcore | Kind::LockcoreHandoff | Kind::LockcoreFencingOff => {
             let (manager, opts) =
-                lockers::Lockcore::watchdog(&url, B5_TTL, kind == Kind::LockcoreHandoff).await?;
+                lockers::Lockcore::watchdog(&url, B5_TTL, kind != Kind::Lockcore).await?;
             let mut guards = Vec::with_capacity(locks);
             for key in &keys {
                 guards.push(
@@ -1031,6 +1095,8 @@ async fn hold_many(cfg: &Config, kind: Kind, locks: usize) -> Result<Renewals, S
             }
             Ok(counted(before, after, lost, window))
         }
-        Kind::Floor | Kind::FloorFenced => Err("the floor has no renewal".to_owned()),
+        Kind::Floor | Kind::FloorNagle | Kind::FloorFenced | Kind::FloorFencedNagle => {
+            Err("the floor has no renewal".to_owned())
+        }
     }
 }

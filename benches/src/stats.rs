@@ -90,3 +90,10 @@ pub(crate) fn fmt_rate(r: f64) -> String {
         format!("{r:.2}")
     }
 }
+
+/// `a − b` in µs, signed.
+pub(crate) fn delta(a: Option<Duration>, b: Option<Duration>) -> String {
+    secs(a)
+        .zip(secs(b))
+        .map_or("-".into(), |(a, b)| format!("{:+.1} µs", (a - b) * 1e6))
+}

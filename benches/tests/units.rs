@@ -1,4 +1,5 @@
-//! The unit tests of the benchmark's pure parts: the `MONITOR` line classifier and the histogram.
+//! The unit tests of the benchmark's pure parts: the `MONITOR` line classifier, the histogram
+//! and the report's table.
 //! The bench target runs without a test harness, so they live here, with those modules compiled
 //! into this test crate: `cargo test -p lockcore-benches`.
 
@@ -9,11 +10,14 @@
 mod monitor_line;
 #[path = "../src/stats.rs"]
 mod stats;
+#[path = "../src/table.rs"]
+mod table;
 
 use std::time::Duration;
 
 use monitor_line::{Line, classify_line};
 use stats::Hist;
+use table::Table;
 
 #[test]
 fn lines_are_split_by_source() {
@@ -41,4 +45,22 @@ fn hist_quantiles() {
     let p50 = h.p50().map(|d| d.as_micros());
     assert!(matches!(p50, Some(49..=51)), "{p50:?}");
     assert_eq!(h.len(), 100);
+}
+
+#[test]
+fn table_renders_markdown() {
+    let mut t = Table::new("implementation | p50 | errors");
+    t.push_row(["floor", "48.1 µs", "0"]);
+    t.push_row(["a|b", "1.0 µs"]);
+    t.push_failed("rlock", "refused\nby the server");
+    let mut out = String::new();
+    t.render(&mut out);
+    assert_eq!(
+        out,
+        "| implementation | p50 | errors |\n\
+         | --- | --- | --- |\n\
+         | floor | 48.1 µs | 0 |\n\
+         | a/b | 1.0 µs |  |\n\
+         | rlock | n/a: refused by the server |  |\n\n"
+    );
 }
