@@ -28,8 +28,9 @@
 //! The static part (host, pid, label) is encoded once per manager; an acquire adds the token,
 //! the time and the template.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The length of the token at the start of every lock value: a hyphenated UUID (36 bytes).
 pub const TOKEN_LEN: usize = 36;
@@ -93,9 +94,19 @@ pub(crate) fn token_of(value: &str) -> &str {
 /// The per-manager, precomputed part of every lock value.
 #[derive(Debug, Clone)]
 pub(crate) struct HolderStamp {
-    /// `{"host":"..","pid":N[,"label":".."]`, without the closing brace.
+    /// `{"host":"..","pid":N[,"label":".."],"acquired_at":`: everything before the time, so
+    /// that a mint appends only the token, the time, the template and the closing brace.
     head: String,
 }
+
+/// The field after the static part; the time follows it.
+const ACQUIRED_AT: &str = ",\"acquired_at\":";
+/// The optional field after the time.
+const KEY_TEMPLATE: &str = ",\"key_template\":";
+/// The most digits of a `u64`.
+const U64_DIGITS: usize = 20;
+/// The most digits of `acquired_at`: a `u64` of seconds and three of milliseconds.
+const MILLIS_DIGITS: usize = U64_DIGITS + 3;
 
 impl HolderStamp {
     /// The stamp of this process, with an optional label.
@@ -105,25 +116,31 @@ impl HolderStamp {
         head.push_str("{\"host\":");
         push_json_str(&mut head, &host.to_string_lossy());
         head.push_str(",\"pid\":");
-        head.push_str(&std::process::id().to_string());
+        push_u64(&mut head, u64::from(std::process::id()));
         if let Some(label) = label {
             head.push_str(",\"label\":");
             push_json_str(&mut head, label);
         }
+        head.push_str(ACQUIRED_AT);
         HolderStamp { head }
     }
 
     /// A fresh lock value: a new random token and this stamp, timed now.
+    ///
+    /// One allocation of the exact size (unless the template needs JSON escapes) and no
+    /// formatting machinery: the token is hex-encoded by `uuid`, the time by [`push_millis`].
     pub(crate) fn mint(&self, key_template: Option<&str>) -> String {
-        let mut value = String::with_capacity(TOKEN_LEN + self.head.len() + 48);
+        let template_len = key_template.map_or(0, |t| KEY_TEMPLATE.len() + t.len() + 2);
+        let mut value = String::with_capacity(
+            TOKEN_LEN + 1 + self.head.len() + MILLIS_DIGITS + template_len + 1,
+        );
         let mut buf = uuid::Uuid::encode_buffer();
         value.push_str(uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf));
         value.push(' ');
         value.push_str(&self.head);
-        // Writing into a `String` cannot fail.
-        let _ = write!(value, ",\"acquired_at\":{}", now_ms());
+        push_millis(&mut value, since_epoch());
         if let Some(template) = key_template {
-            value.push_str(",\"key_template\":");
+            value.push_str(KEY_TEMPLATE);
             push_json_str(&mut value, template);
         }
         value.push('}');
@@ -131,11 +148,82 @@ impl HolderStamp {
     }
 }
 
-/// Wall-clock milliseconds since the Unix epoch (0 for a clock set before 1970).
-fn now_ms() -> u128 {
+/// `"00"` to `"99"`, for two digits per division.
+const PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
+/// Appends `n` in decimal (what `Display` writes), without `core::fmt`: two digits per step.
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [b'0'; U64_DIGITS];
+    let mut start = U64_DIGITS;
+    while n >= 100 {
+        // `n % 100` < 100: the cast cannot truncate.
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        start -= 2;
+        digits[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        start -= 2;
+        digits[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
+        start -= 1;
+        digits[start] = b'0' + n as u8;
+    }
+    // ASCII digits only: always valid UTF-8.
+    if let Ok(digits) = std::str::from_utf8(&digits[start..]) {
+        out.push_str(digits);
+    }
+}
+
+thread_local! {
+    /// The whole seconds of the last time this thread minted, and their decimal digits: they
+    /// change once a second, so most mints copy them and write only the three millisecond
+    /// digits.
+    static SECONDS: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) };
+}
+
+/// Appends `since_epoch` in whole milliseconds, in decimal: the seconds' digits, then the
+/// milliseconds as three digits (the same text as `since_epoch.as_millis()` written by
+/// `Display`).
+fn push_millis(out: &mut String, since_epoch: Duration) {
+    let secs = since_epoch.as_secs();
+    let millis = since_epoch.subsec_millis();
+    if secs == 0 {
+        // No leading zeros: `0`..`999`.
+        push_u64(out, u64::from(millis));
+        return;
+    }
+    let cached = SECONDS.try_with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let (cached_secs, digits) = &mut *cell;
+        if *cached_secs != secs || digits.is_empty() {
+            digits.clear();
+            push_u64(digits, secs);
+            *cached_secs = secs;
+        }
+        out.push_str(digits);
+    });
+    if cached.is_err() {
+        // The thread is being torn down (its locals are gone).
+        push_u64(out, secs);
+    }
+    // `millis` < 1000: three digits, each < 10.
+    for digit in [millis / 100, millis / 10 % 10, millis % 10] {
+        out.push(char::from(b'0' + digit as u8));
+    }
+}
+
+/// Wall-clock time since the Unix epoch (zero for a clock set before 1970).
+fn since_epoch() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis())
+        .unwrap_or(Duration::ZERO)
 }
 
 /// Appends `s` as a JSON string literal.
@@ -188,6 +276,84 @@ mod tests {
         }
         assert!(!is_auxiliary_key("lock:", "lock:order:1"));
         assert!(!is_auxiliary_key("lock:", "other:__waitq__x"));
+    }
+
+    /// The value is byte for byte what the `format!`-based encoder wrote (lockctl parses it).
+    #[test]
+    fn value_bytes_match_the_formatted_layout() {
+        let host = gethostname::gethostname().to_string_lossy().into_owned();
+        let json = |s: &str| serde_json::to_string(s).unwrap();
+        for (label, template) in [
+            (None, None),
+            (Some("orders"), None),
+            (None, Some("order:lock:product:<product_id>")),
+            (Some("a \"b\"\n\\"), Some("t\u{1}<id>")),
+        ] {
+            let value = HolderStamp::new(label).mint(template);
+            let (token, meta) = split_value(&value);
+            let meta = meta.unwrap();
+            let at: serde_json::Value = serde_json::from_str(meta).unwrap();
+            let at = at["acquired_at"].as_u64().unwrap();
+            let mut expected = format!("{{\"host\":{},\"pid\":{}", json(&host), std::process::id());
+            if let Some(label) = label {
+                expected += &format!(",\"label\":{}", json(label));
+            }
+            expected += &format!(",\"acquired_at\":{at}");
+            if let Some(template) = template {
+                expected += &format!(",\"key_template\":{}", json(template));
+            }
+            expected.push('}');
+            assert_eq!(meta, expected);
+            assert_eq!(value, format!("{token} {expected}"));
+        }
+    }
+
+    #[test]
+    fn integers_are_written_in_decimal() {
+        for n in [
+            0,
+            7,
+            9,
+            10,
+            42,
+            99,
+            100,
+            101,
+            999,
+            1000,
+            12_345,
+            1_764_579_600_123,
+            u64::MAX,
+        ] {
+            let mut out = String::from("x");
+            push_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+    }
+
+    #[test]
+    fn milliseconds_are_written_as_display_writes_them() {
+        for ms in [
+            0u64,
+            5,
+            999,
+            1000,
+            1001,
+            1099,
+            1_764_579_600_000,
+            1_764_579_600_007,
+            1_764_579_600_123,
+            1_764_579_601_999,
+        ] {
+            let mut out = String::new();
+            push_millis(&mut out, Duration::from_millis(ms));
+            assert_eq!(out, ms.to_string());
+        }
+        // Past u64 milliseconds: still the u128 decimal of `as_millis`.
+        let far = Duration::new(u64::MAX, 999_999_999);
+        let mut out = String::new();
+        push_millis(&mut out, far);
+        assert_eq!(out, far.as_millis().to_string());
     }
 
     #[test]

@@ -14,6 +14,17 @@ pub(crate) const IDEMPOTENCY_NAME: &str = "__idem__";
 /// records).
 pub(crate) const RESERVED: [&str; 4] = [COUNTER_NAME, QUEUE_NAME, ENTRIES_NAME, IDEMPOTENCY_NAME];
 
+/// What every name in [`RESERVED`] starts with.
+const RESERVED_LEAD: &str = "__";
+
+/// The reserved name `key` starts with, if any.
+fn reserved_prefix(key: &str) -> Option<&'static str> {
+    if !key.starts_with(RESERVED_LEAD) {
+        return None;
+    }
+    RESERVED.iter().copied().find(|name| key.starts_with(name))
+}
+
 /// The default key prefix, `"lock:"`.
 pub const DEFAULT_KEY_PREFIX: &str = "lock:";
 
@@ -31,7 +42,9 @@ pub(crate) fn full_key(prefix: &str, key: &str) -> Result<String, LockError> {
             ),
         });
     }
-    if let Some(reserved) = RESERVED.iter().find(|name| key.starts_with(**name)) {
+    // Every reserved name starts with `__` (checked by a test): most keys are passed after
+    // one byte comparison.
+    if let Some(reserved) = reserved_prefix(key) {
         return Err(LockError::InvalidKey {
             reason: format!(
                 "the key `{key}` starts with `{reserved}`, which is reserved for lockcore's own keys; expected any other key"
@@ -58,6 +71,16 @@ mod tests {
     fn the_fencing_counter_name_is_reserved() {
         let err = full_key("lock:", "__fencing_counter__").unwrap_err();
         assert!(matches!(&err, LockError::InvalidKey { reason } if reason.contains("reserved")));
+    }
+
+    #[test]
+    fn every_reserved_name_has_the_common_lead() {
+        for name in RESERVED {
+            assert!(name.starts_with(RESERVED_LEAD), "{name}");
+            assert_eq!(reserved_prefix(&format!("{name}x")), Some(name));
+        }
+        assert_eq!(reserved_prefix("_x__waitq__"), None);
+        assert_eq!(reserved_prefix("__other"), None);
     }
 
     #[test]
