@@ -108,7 +108,7 @@ impl Kind {
                 "one `MultiplexedConnection` per node, TCP_NODELAY off"
             }
             Kind::Lockcore | Kind::LockcoreHandoff | Kind::LockcoreFencingOff => {
-                "one `ConnectionManager` (multiplexed, reconnecting) per node, TCP_NODELAY on, scripts preloaded; one node: plus one pub/sub connection per manager for wake-ups"
+                "one `ConnectionManager` (multiplexed, reconnecting) per node, TCP_NODELAY off, scripts preloaded; one node: plus one pub/sub connection per manager for wake-ups"
             }
             Kind::Rslock => {
                 "one lazily opened `MultiplexedConnection` per node behind a tokio `Mutex`, TCP_NODELAY off (redis-rs default)"
@@ -221,7 +221,7 @@ fn single_url(urls: &[String], who: &str) -> Result<String, String> {
     }
 }
 
-/// A raw redis-rs client whose connections have TCP_NODELAY on, as lockcore configures its own.
+/// A raw redis-rs client whose connections have TCP_NODELAY on.
 pub(crate) fn nodelay_client(url: &str) -> Result<redis::Client, String> {
     let info = url
         .into_connection_info()
@@ -230,7 +230,7 @@ pub(crate) fn nodelay_client(url: &str) -> Result<redis::Client, String> {
     redis::Client::open(info).map_err(|e| e.to_string())
 }
 
-/// A raw redis-rs connection with TCP_NODELAY on, as lockcore configures its own.
+/// A raw redis-rs connection with TCP_NODELAY on.
 pub(crate) async fn nodelay_connection(url: &str) -> Result<MultiplexedConnection, String> {
     nodelay_client(url)?
         .get_multiplexed_async_connection()

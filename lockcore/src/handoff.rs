@@ -69,10 +69,14 @@ pub(crate) fn refresh_delay() -> Duration {
 pub(crate) fn queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
     let tag = crate::slot::tag_for(lock_key);
     let name = lock_key.strip_prefix(prefix).unwrap_or(lock_key);
-    (
-        format!("{prefix}{QUEUE_NAME}{{{tag}}}{name}"),
-        format!("{prefix}{ENTRIES_NAME}{{{tag}}}{name}:"),
-    )
+    let build = |kind: &str, end: &str| {
+        let mut key = String::with_capacity(prefix.len() + kind.len() + tag.len() + name.len() + 3);
+        for part in [prefix, kind, "{", tag, "}", name, end] {
+            key.push_str(part);
+        }
+        key
+    };
+    (build(QUEUE_NAME, ""), build(ENTRIES_NAME, ":"))
 }
 
 /// A hand-over's wake-up: the fencing token the release minted for the waiter, and the
@@ -185,15 +189,10 @@ impl Handoff {
     }
 
     /// Registers the waiter whose lock value is `value` for wake-ups, before its first queued
-    /// attempt. Never waits on the
-    /// network: if the subscription is down, it is re-opened in the background, and the waiter
-    /// re-checks every [`REFRESH`] meanwhile. Unless the waiter acquires, dropping it runs
-    /// `withdraw` (which takes its queue entry, and a lock just handed to it, back).
-    pub(crate) fn register(
-        self: &Arc<Self>,
-        value: &str,
-        withdraw: impl FnOnce() + Send + Sync + 'static,
-    ) -> Waiter {
+    /// attempt. Never waits on the network: if the subscription is down, it is re-opened in the
+    /// background, and the waiter re-checks every [`REFRESH`] meanwhile. Dropping the waiter
+    /// unregisters it; withdrawing its queue entry is the caller's (a release of `value`).
+    pub(crate) fn register(self: &Arc<Self>, value: &str) -> Waiter {
         let slot = Arc::new(Slot::default());
         let token = crate::holder::token_of(value).to_owned();
         self.waiters().insert(token.clone(), Arc::clone(&slot));
@@ -202,7 +201,6 @@ impl Handoff {
             handoff: Arc::clone(self),
             token,
             slot,
-            withdraw: Some(OnDrop::new(Box::new(withdraw))),
         }
     }
 
@@ -325,15 +323,12 @@ async fn listen(
     }
 }
 
-/// A queued waiter. Dropping it unregisters it and, unless it acquired the lock, withdraws its
-/// queue entry (and releases the lock if it was just handed over) in the background.
+/// A registered waiter. Dropping it unregisters it.
 pub(crate) struct Waiter {
     handoff: Arc<Handoff>,
     /// The token part of the waiter's lock value.
     token: String,
     slot: Arc<Slot>,
-    /// `None` once acquired.
-    withdraw: Option<OnDrop<Box<dyn FnOnce() + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Waiter {
@@ -363,18 +358,44 @@ impl Waiter {
     pub(crate) fn keep_listening(&self) {
         self.handoff.ensure_listener();
     }
-
-    /// The waiter acquired the lock: nothing to withdraw.
-    pub(crate) fn acquired(mut self) {
-        if let Some(withdraw) = self.withdraw.take() {
-            withdraw.disarm();
-        }
-    }
 }
 
 impl Drop for Waiter {
     fn drop(&mut self) {
-        // Before `withdraw` runs: fields are dropped after this body.
         self.handoff.waiters().remove(&self.token);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wake_up_payloads_parse_or_are_ignored() {
+        let token = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        assert_eq!(
+            parse_wake_up(&format!("{token} 42 3")),
+            Some((
+                token,
+                Grant {
+                    fencing_token: 42,
+                    seq: 3
+                }
+            ))
+        );
+        for bad in ["", token, "t 1", "t x 1", "t 1 y", "t -1 2"] {
+            assert_eq!(parse_wake_up(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn queue_keys_share_the_lock_keys_slot_and_prefix() {
+        let (queue, waiter_prefix) = queue_keys("lock:", "lock:order:1");
+        let tag = crate::slot::tag_for("lock:order:1");
+        assert_eq!(queue, format!("lock:__waitq__{{{tag}}}order:1"));
+        assert_eq!(waiter_prefix, format!("lock:__waiters__{{{tag}}}order:1:"));
+        let slot = crate::slot::key_hash_slot(b"lock:order:1");
+        assert_eq!(crate::slot::key_hash_slot(queue.as_bytes()), slot);
+        assert_eq!(crate::slot::key_hash_slot(waiter_prefix.as_bytes()), slot);
     }
 }

@@ -237,6 +237,26 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_handed_over_lease_runs_on_its_claim_window_until_renewed() {
+        let queued_at = Instant::now();
+        let (ttl, claim) = (Duration::from_secs(10), Duration::from_millis(500));
+        let lease = Lease::handed_over("k".into(), "t".into(), 7, ttl, claim, queued_at);
+        assert!(lease.is_provisional());
+        assert_eq!(lease.deadline(), queued_at + validity(claim));
+        assert_eq!(lease.ttl(), ttl, "renewals set the full ttl");
+        assert_eq!(lease.renewal_due(), queued_at + validity(claim) / 3);
+        let write = lease.write_lock().await;
+        let renewed_at = queued_at + Duration::from_millis(100);
+        lease.renewed(&write, renewed_at, ttl);
+        assert!(!lease.is_provisional());
+        assert_eq!(lease.deadline(), renewed_at + validity(ttl));
+        assert_eq!(lease.renewal_due(), renewed_at + ttl / 3);
+        // A ttl within the claim window is the full lease already.
+        let short = Lease::handed_over("k".into(), "t".into(), 7, claim, claim, queued_at);
+        assert!(!short.is_provisional());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn lost_completes_at_the_deadline_and_follows_renewals() {
         let start = Instant::now();
         let lease = Lease::new("k".into(), "t".into(), 1, Duration::from_secs(1), start);

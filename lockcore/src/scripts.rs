@@ -1,11 +1,15 @@
 //! The Lua scripts, kept in process-wide `redis::Script` statics.
 //!
 //! Each script is hashed once; [`redis::Script::invoke_async`] sends `EVALSHA` and falls back to
-//! `EVAL` on `NOSCRIPT` (for example after `SCRIPT FLUSH` or a fail-over). Scripts read only
-//! `KEYS` and `ARGV`: user data is never spliced into Lua source.
+//! `EVAL` on `NOSCRIPT` (for example after `SCRIPT FLUSH` or a fail-over). Scripts read user
+//! data only from `KEYS` and `ARGV`; only lockcore's own constants (the hand-off's entry lease
+//! and claim window) are written into the Lua source.
 
 use once_cell::sync::Lazy;
 use redis::Script;
+
+use crate::handoff;
+use crate::options::duration_ms;
 
 /// A script whose body may call `value_of(key)`: the key's string value, `false` when the key
 /// is missing, and `''` (never a token) when the key holds another type; any other error of
@@ -16,7 +20,11 @@ use redis::Script;
 /// It may also call `mint()`: the next fencing token from the counter `KEYS[2]`, or 0 when
 /// `KEYS[2]` is the lock key itself (`FencingCounter::Off`: no counter is touched).
 fn with_value_of(body: &str) -> Script {
-    const HELPERS: &str = "
+    Script::new(&format!("{VALUE_OF}{body}"))
+}
+
+/// The helpers of [`with_value_of`].
+const VALUE_OF: &str = "
 local function value_of(key)
   local value = redis.pcall('GET', key)
   if type(value) == 'table' then
@@ -29,8 +37,6 @@ local function mint()
   if KEYS[2] == KEYS[1] then return 0 end
   return redis.call('INCR', KEYS[2])
 end";
-    Script::new(&format!("{HELPERS}{body}"))
-}
 
 /// Acquire: `SET key token NX PX ttl`, and on success mint the fencing token in the same script.
 ///
@@ -60,8 +66,9 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// or died) is skipped. The waiter keys share the lock key's hash tag, so every key a script
 /// touches is in one cluster slot.
 ///
-/// `hand_over(key, queue, prefix, claim_ms, self)` gives the free `key` to the first live
-/// waiter: it pops the queue until a waiter key exists, deletes that waiter key, and (unless
+/// `hand_over(key, queue, prefix, claim_ms, self, head)` gives the free `key` to the first live
+/// waiter, starting with `head` (just popped from the queue): it pops the queue until a waiter
+/// key exists, deletes that waiter key, and (unless
 /// that waiter is `self`: then it returns `true` and the caller takes the key) sets `key` to
 /// the waiter's value with `PX min(claim_ms, ttl)`, mints its fencing token with the waiter's
 /// own counter, and publishes `<token> <fencing token> <seq>` on its channel. Returns the value
@@ -77,8 +84,7 @@ end
 local function entry_of(ttl, seq, channel, counter)
   return ttl .. '|' .. seq .. '|' .. #channel .. '|' .. channel .. counter
 end
-local function hand_over(key, queue, prefix, claim, self)
-  local head = redis.call('LPOP', queue)
+local function hand_over(key, queue, prefix, claim, self, head)
   while head do
     local entry = redis.call('GETDEL', waiter_key(prefix, head))
     if entry then
@@ -102,10 +108,12 @@ end";
 ///
 /// - `KEYS[1]` lock key, `KEYS[2]` fencing counter (the lock key again: no fencing),
 ///   `KEYS[3]` waiter queue, `KEYS[4]` this waiter's waiter key
-/// - `ARGV[1]` lock value, `ARGV[2]` ttl in ms, `ARGV[3]` mode, `ARGV[4]` how long a waiter
-///   key lives without a refresh, in ms, `ARGV[5]` the pub/sub channel that wakes this waiter,
-///   `ARGV[6]` this attempt's sequence number (echoed by a hand-over), `ARGV[7]` the waiter key
-///   prefix, `ARGV[8]` the claim window in ms (see [`RELEASE_HANDOFF`])
+/// - `ARGV[1]` lock value, `ARGV[2]` ttl in ms, `ARGV[3]` mode, `ARGV[4]` the pub/sub channel
+///   that wakes this waiter, `ARGV[5]` this attempt's sequence number (echoed by a hand-over),
+///   `ARGV[6]` the waiter key prefix (modes `0` and `2` only)
+///
+/// A waiter key lives [`ENTRY_LEASE`](handoff::ENTRY_LEASE) without a refresh; a lock handed
+/// to another waiter, [`CLAIM_WINDOW`](handoff::CLAIM_WINDOW) (see [`RELEASE_HANDOFF`]).
 ///
 /// Modes:
 /// - `1`, the first attempt of a waiting acquire: `SET NX PX GET`, plus the fencing `INCR`
@@ -124,59 +132,68 @@ end";
 /// Returns `{1, fencing_token}` when acquired, otherwise `{0, pttl_ms}` (`0` when the key is
 /// free but a waiter has the turn).
 pub(crate) static ACQUIRE_QUEUED: Lazy<Script> = Lazy::new(|| {
-    with_value_of(&format!(
-        "{QUEUE_HELPERS}{}",
+    let lease_ms = duration_ms(handoff::ENTRY_LEASE);
+    let claim_ms = duration_ms(handoff::CLAIM_WINDOW);
+    // The free-key fast path runs before any helper is defined: defining them costs each call.
+    Script::new(&format!(
         r"
 local mode = ARGV[3]
-local function entry() return entry_of(ARGV[2], ARGV[6], ARGV[5], KEYS[2]) end
+local old
 if mode == '1' then
-  local old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+  old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+  if not old then
+    if KEYS[2] == KEYS[1] then return {{1, 0}} end
+    return {{1, redis.call('INCR', KEYS[2])}}
+  end
+end
+{VALUE_OF}{QUEUE_HELPERS}
+local function entry() return entry_of(ARGV[2], ARGV[5], ARGV[4], KEYS[2]) end
+if mode == '1' then
   if type(old) == 'table' then
     if not (old.err and string.find(old.err, 'WRONGTYPE', 1, true)) then error(old) end
     old = ''
   end
-  if not old then return {1, mint()} end
   if old == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, mint()}
+    return {{1, mint()}}
   end
-  redis.call('SET', KEYS[4], entry(), 'PX', ARGV[4])
+  redis.call('SET', KEYS[4], entry(), 'PX', {lease_ms})
   redis.call('RPUSH', KEYS[3], ARGV[1])
-  redis.call('PEXPIRE', KEYS[3], ARGV[4])
-  return {0, redis.call('PTTL', KEYS[1])}
+  redis.call('PEXPIRE', KEYS[3], {lease_ms})
+  return {{0, redis.call('PTTL', KEYS[1])}}
 end
 local holder = value_of(KEYS[1])
 if holder == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, mint()}
+  return {{1, mint()}}
 end
 if not holder then
   if mode == '0' then
     local head = redis.call('LINDEX', KEYS[3], 0)
-    while head and redis.call('EXISTS', waiter_key(ARGV[7], head)) == 0 do
+    while head and redis.call('EXISTS', waiter_key(ARGV[6], head)) == 0 do
       redis.call('LPOP', KEYS[3])
       head = redis.call('LINDEX', KEYS[3], 0)
     end
-    if head then return {0, 0} end
+    if head then return {{0, 0}} end
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    return {1, mint()}
+    return {{1, mint()}}
   end
-  local given = hand_over(KEYS[1], KEYS[3], ARGV[7], tonumber(ARGV[8]), ARGV[1])
+  local given = hand_over(KEYS[1], KEYS[3], ARGV[6], {claim_ms}, ARGV[1], redis.call('LPOP', KEYS[3]))
   if not given then redis.call('DEL', KEYS[4]) end
   if given == true or not given then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    return {1, mint()}
+    return {{1, mint()}}
   end
 end
 if mode == '2' then
-  if not redis.call('SET', KEYS[4], entry(), 'XX', 'PX', ARGV[4]) then
-    redis.call('SET', KEYS[4], entry(), 'PX', ARGV[4])
+  if not redis.call('SET', KEYS[4], entry(), 'XX', 'PX', {lease_ms}) then
+    redis.call('SET', KEYS[4], entry(), 'PX', {lease_ms})
     redis.call('RPUSH', KEYS[3], ARGV[1])
   end
-  redis.call('PEXPIRE', KEYS[3], ARGV[4])
-  if not holder then return {0, 0} end
+  redis.call('PEXPIRE', KEYS[3], {lease_ms})
+  if not holder then return {{0, 0}} end
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return {{0, redis.call('PTTL', KEYS[1])}}
 "
     ))
 });
@@ -222,28 +239,37 @@ return reply
 /// fencing token and its wake-up come from this one call. A value that does not hold the key
 /// (a waiter that gives up) withdraws from the queue instead.
 ///
-/// - `KEYS[1]` lock key, `KEYS[2]` waiter queue, `KEYS[3]` this value's waiter key
-/// - `ARGV[1]` lock value, `ARGV[2]` the claim window in ms: a handed-over lock lives this long
-///   (at most the waiter's TTL) until its new holder's first renewal sets the full TTL, so a
-///   waiter that died while queued holds the others up for at most this long, `ARGV[3]` the
-///   waiter key prefix
+/// - `KEYS[1]` lock key, `KEYS[2]` waiter queue
+/// - `ARGV[1]` lock value, `ARGV[2]` the waiter key prefix
+///
+/// A handed-over lock lives [`CLAIM_WINDOW`](handoff::CLAIM_WINDOW) (at most the waiter's TTL)
+/// until its new holder's first renewal sets the full TTL, so a waiter that died while queued
+/// holds the others up for at most this long.
 ///
 /// With nobody queued this is `GET`, `LPOP` (nothing) and `DEL`. Returns 1 when the key held the value (and was deleted or handed over), 0 when the key was
 /// missing, -1 when it holds another value (another holder's token, or another type).
 pub(crate) static RELEASE_HANDOFF: Lazy<Script> = Lazy::new(|| {
-    with_value_of(&format!(
-        "{QUEUE_HELPERS}{}",
+    let claim_ms = duration_ms(handoff::CLAIM_WINDOW);
+    // The no-waiter fast path runs before any helper is defined.
+    Script::new(&format!(
         r"
-local holder = value_of(KEYS[1])
-if holder ~= ARGV[1] then
-  redis.call('DEL', KEYS[3])
-  redis.call('LREM', KEYS[2], 0, ARGV[1])
-  return holder and -1 or 0
+local holder = redis.pcall('GET', KEYS[1])
+if holder == ARGV[1] then
+  local head = redis.call('LPOP', KEYS[2])
+  if not head then return redis.call('DEL', KEYS[1]) end
+{QUEUE_HELPERS}
+  if not hand_over(KEYS[1], KEYS[2], ARGV[2], {claim_ms}, false, head) then
+    redis.call('DEL', KEYS[1])
+  end
+  return 1
 end
-if not hand_over(KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[2]), false) then
-  redis.call('DEL', KEYS[1])
+if type(holder) == 'table' then
+  if not (holder.err and string.find(holder.err, 'WRONGTYPE', 1, true)) then error(holder) end
+  holder = ''
 end
-return 1
+redis.call('DEL', ARGV[2] .. string.match(ARGV[1], '^[^ ]*'))
+redis.call('LREM', KEYS[2], 0, ARGV[1])
+return holder and -1 or 0
 "
     ))
 });
@@ -304,6 +330,49 @@ return 1
 ",
     )
 });
+
+/// One `EVALSHA` of a script, written straight into one command buffer of the right size
+/// (redis-rs' `ScriptInvocation` allocates a buffer per key and argument, then copies them
+/// all into the command). Like `ScriptInvocation::invoke_async`, it loads the script and
+/// sends the command again after a `NOSCRIPT` reply.
+pub(crate) struct Call<'s> {
+    script: &'s Script,
+    cmd: redis::Cmd,
+}
+
+impl<'s> Call<'s> {
+    /// A call with `keys` keys, about `args` keys and arguments in all, of about `bytes` bytes.
+    pub(crate) fn new(script: &'s Script, keys: usize, args: usize, bytes: usize) -> Self {
+        let mut cmd = redis::Cmd::with_capacity(3 + args, 64 + bytes);
+        cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+        Call { script, cmd }
+    }
+
+    /// Appends a key or an argument, in order: the keys first.
+    pub(crate) fn arg(&mut self, arg: impl redis::ToRedisArgs) -> &mut Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    /// Sends the call; errors are [`explain`]ed.
+    pub(crate) async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> redis::RedisResult<T> {
+        let reply = match self.cmd.query_async(conn).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                match self.script.load_async(conn).await {
+                    Ok(_) => self.cmd.query_async(conn).await,
+                    Err(load) => Err(load),
+                }
+            }
+            other => other,
+        };
+        reply.map_err(|e| explain(self.script, e))
+    }
+}
 
 /// Loads every script into the node's script cache (`SCRIPT LOAD`), so that the first burst of
 /// acquires does not each meet `NOSCRIPT` and load the script again.

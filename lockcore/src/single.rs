@@ -95,22 +95,30 @@ impl Single {
                 ticket.seq,
             ),
         };
-        let vote = scripts::ACQUIRE_QUEUED
-            .key(key)
-            .key(counter_key)
-            .key(queue_key)
-            .key(waiter_key)
+        let bytes = key.len()
+            + counter_key.len()
+            + queue_key.len()
+            + waiter_key.len()
+            + value.len()
+            + channel.len()
+            + waiter_prefix.len()
+            + 40;
+        let mut call = scripts::Call::new(&scripts::ACQUIRE_QUEUED, 4, 10, bytes);
+        call.arg(key)
+            .arg(counter_key)
+            .arg(&queue_key)
+            .arg(&waiter_key)
             .arg(value)
             .arg(duration_ms(ttl))
             .arg(mode)
-            .arg(duration_ms(handoff::ENTRY_LEASE))
             .arg(channel)
-            .arg(seq)
-            .arg(waiter_prefix)
-            .arg(duration_ms(handoff::CLAIM_WINDOW))
-            .invoke_async::<(i64, i64)>(&mut self.node.clone())
+            .arg(seq);
+        if mode != 1 {
+            call.arg(&waiter_prefix);
+        }
+        let vote = call
+            .invoke::<(i64, i64)>(&mut self.node.clone())
             .await
-            .map_err(|e| scripts::explain(&scripts::ACQUIRE_QUEUED, e))
             .and_then(|reply| Vote::from_reply(reply, counter_key != key))?;
         if let (Vote::Won { .. }, Some(replicas)) = (&vote, &self.replicas) {
             replicas.wait(&self.node, key).await?;
@@ -194,17 +202,14 @@ impl Single {
     /// the key withdraws from the waiter queue instead.
     pub(crate) async fn release(&self, key: &str, value: &str) -> redis::RedisResult<Released> {
         let (queue, waiter_prefix) = handoff::queue_keys(&self.key_prefix, key);
-        let waiter_key = crate::holder::waiter_key(&waiter_prefix, value);
-        scripts::RELEASE_HANDOFF
-            .key(key)
-            .key(queue)
-            .key(waiter_key)
+        let bytes = key.len() + queue.len() + value.len() + waiter_prefix.len();
+        scripts::Call::new(&scripts::RELEASE_HANDOFF, 2, 4, bytes)
+            .arg(key)
+            .arg(&queue)
             .arg(value)
-            .arg(duration_ms(handoff::CLAIM_WINDOW))
-            .arg(waiter_prefix)
-            .invoke_async::<i64>(&mut self.node.clone())
+            .arg(&waiter_prefix)
+            .invoke::<i64>(&mut self.node.clone())
             .await
-            .map_err(|e| scripts::explain(&scripts::RELEASE_HANDOFF, e))
             .map(|reply| match reply {
                 1 => Released::Deleted,
                 0 => Released::Missing,

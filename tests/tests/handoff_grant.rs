@@ -1,0 +1,154 @@
+//! Direct grant (issue 11): the release hands the lock to the first live waiter and the woken
+//! waiter starts at once, on a claim-window lease that its first renewal promotes to the full
+//! TTL. Single node; every test runs its own `redis-server`.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use lockcore::{LockError, LockGuard, LockManager, LockOptions};
+use lockcore_tests::*;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep};
+
+const KEY: &str = "grant";
+
+fn spawn_acquire(m: &LockManager, o: &LockOptions) -> JoinHandle<Result<LockGuard, LockError>> {
+    let (m, o) = (m.clone(), o.clone());
+    tokio::spawn(async move { m.acquire(KEY, &o).await })
+}
+
+/// A holder on [`KEY`], a waiter queued behind it (its first attempt has run), and the script
+/// call count reset right after: returns the holder's guard and the waiter's task.
+async fn holder_and_queued_waiter(
+    server: &RedisServer,
+    waiter_opts: &LockOptions,
+) -> (LockGuard, JoinHandle<Result<LockGuard, LockError>>) {
+    let mut raw = server.connection().await;
+    let holder = manager(server).await;
+    let waiter = manager(server).await;
+    let guard = must_acquire(&holder, KEY, &opts(10_000, 0)).await;
+    let task = spawn_acquire(&waiter, waiter_opts);
+    wait_queue_len(&mut raw, 1).await;
+    reset_stats(&mut raw).await;
+    (guard, task)
+}
+
+/// The hand-off costs one script call in all: the release's. The woken waiter sends nothing
+/// before its `acquire` returns. Twin: a `handoff(false)` waiter needs attempts of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_over_waiter_starts_without_a_round_trip() {
+    let server = RedisServer::start();
+    let mut raw = server.connection().await;
+    let (guard, task) = holder_and_queued_waiter(&server, &opts(10_000, 5_000)).await;
+    let first = guard.fencing_token();
+    guard.release().await.expect("release");
+    let handed = task.await.expect("task").expect("handed over");
+    let calls = script_calls(&mut raw).await;
+    assert_eq!(
+        calls, 1,
+        "only the release ran a script; the waiter sent nothing"
+    );
+    assert!(
+        handed.fencing_token() > first,
+        "the release minted the next token"
+    );
+    assert_eq!(
+        get(&mut raw, &full(KEY)).await.as_deref(),
+        Some(handed.stored_value()),
+        "the key holds the new holder's value"
+    );
+    assert!(
+        handed.remaining() <= Duration::from_millis(500),
+        "the lease starts on the claim window, not the 10 s ttl: {:?}",
+        handed.remaining()
+    );
+    handed.release().await.expect("release");
+
+    // Twin: polling, the waiter's own attempt takes the freed key.
+    let holder = manager(&server).await;
+    let poller = manager(&server).await;
+    let guard = must_acquire(&holder, KEY, &opts(10_000, 0)).await;
+    let polling = opts(10_000, 5_000)
+        .handoff(false)
+        .retry_base(Duration::from_millis(5))
+        .retry_cap(Duration::from_millis(20));
+    let before = script_calls(&mut raw).await;
+    let task = spawn_acquire(&poller, &polling);
+    wait_script_calls_above(&mut raw, before).await;
+    reset_stats(&mut raw).await;
+    guard.release().await.expect("release");
+    let got = task.await.expect("task").expect("the poller takes the key");
+    let calls = script_calls(&mut raw).await;
+    assert!(
+        calls >= 2,
+        "the release and the poller's own attempt: {calls}"
+    );
+    got.release().await.expect("release");
+}
+
+/// A handed-over lease is promoted to its full ttl a third of the way into the claim window:
+/// its deadline moves past the claim window and Redis holds about the full ttl. Twin: a body
+/// that ends before that sends no renewal at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_over_lease_is_promoted_to_its_full_ttl() {
+    let server = RedisServer::start();
+    let mut raw = server.connection().await;
+    let (guard, task) = holder_and_queued_waiter(&server, &opts(10_000, 5_000)).await;
+    guard.release().await.expect("release");
+    let handed = task.await.expect("task").expect("handed over");
+    let claimed_deadline = handed.deadline();
+    let by = Instant::now() + Duration::from_secs(2);
+    while handed.deadline() == claimed_deadline {
+        assert!(Instant::now() < by, "the lease was never promoted");
+        sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        handed.remaining() > Duration::from_secs(9),
+        "{:?}",
+        handed.remaining()
+    );
+    let ttl = pttl(&mut raw, &full(KEY)).await;
+    assert!(
+        ttl > 9_000,
+        "Redis holds the full ttl after the promotion: {ttl} ms"
+    );
+    assert!(handed.is_held());
+    handed.release().await.expect("release");
+
+    // Twin: released at once, the lease is never promoted (one script call: the release).
+    let (guard, task) = holder_and_queued_waiter(&server, &opts(10_000, 5_000)).await;
+    guard.release().await.expect("release");
+    let handed = task.await.expect("task").expect("handed over");
+    handed.release().await.expect("release");
+    let before = script_calls(&mut raw).await;
+    assert_eq!(before, 2, "two releases, no renewal");
+    sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        script_calls(&mut raw).await,
+        before,
+        "no renewal after the release (checked past a third of the claim window)"
+    );
+}
+
+/// With the watchdog, the watchdog promotes the handed-over lease (and keeps renewing it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_promotes_a_handed_over_lease() {
+    let server = RedisServer::start();
+    let mut raw = server.connection().await;
+    let watched = opts(3_000, 5_000).watchdog(true);
+    let (guard, task) = holder_and_queued_waiter(&server, &watched).await;
+    guard.release().await.expect("release");
+    let handed = task.await.expect("task").expect("handed over");
+    let by = Instant::now() + Duration::from_secs(2);
+    while pttl(&mut raw, &full(KEY)).await <= 600 {
+        assert!(Instant::now() < by, "the watchdog never promoted the lease");
+        sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        handed.remaining() > Duration::from_secs(2),
+        "{:?}",
+        handed.remaining()
+    );
+    handed.release().await.expect("release");
+}
