@@ -67,16 +67,27 @@ pub(crate) fn refresh_delay() -> Duration {
 /// waiter's key is the prefix followed by its token): under the same prefix (so an ACL on
 /// `~<prefix>*` covers them), and in the lock key's cluster slot.
 pub(crate) fn queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
+    (
+        aux_key(prefix, QUEUE_NAME, lock_key, ""),
+        aux_key(prefix, ENTRIES_NAME, lock_key, ":"),
+    )
+}
+
+/// The waiter queue of `lock_key`, the first of [`queue_keys`].
+pub(crate) fn queue_key(prefix: &str, lock_key: &str) -> String {
+    aux_key(prefix, QUEUE_NAME, lock_key, "")
+}
+
+/// `<prefix><kind>{<tag>}<name><end>`: an auxiliary key of `lock_key` in its cluster slot.
+fn aux_key(prefix: &str, kind: &str, lock_key: &str, end: &str) -> String {
     let tag = crate::slot::tag_for(lock_key);
     let name = lock_key.strip_prefix(prefix).unwrap_or(lock_key);
-    let build = |kind: &str, end: &str| {
-        let mut key = String::with_capacity(prefix.len() + kind.len() + tag.len() + name.len() + 3);
-        for part in [prefix, kind, "{", tag, "}", name, end] {
-            key.push_str(part);
-        }
-        key
-    };
-    (build(QUEUE_NAME, ""), build(ENTRIES_NAME, ":"))
+    let mut key =
+        String::with_capacity(prefix.len() + kind.len() + tag.len() + name.len() + end.len() + 2);
+    for part in [prefix, kind, "{", tag, "}", name, end] {
+        key.push_str(part);
+    }
+    key
 }
 
 /// A hand-over's wake-up: the fencing token the release minted for the waiter, and the

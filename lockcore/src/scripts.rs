@@ -107,10 +107,14 @@ end";
 /// (see [`QUEUE_HELPERS`] for its layout).
 ///
 /// - `KEYS[1]` lock key, `KEYS[2]` fencing counter (the lock key again: no fencing),
-///   `KEYS[3]` waiter queue, `KEYS[4]` this waiter's waiter key
-/// - `ARGV[1]` lock value, `ARGV[2]` ttl in ms, `ARGV[3]` mode, `ARGV[4]` the pub/sub channel
-///   that wakes this waiter, `ARGV[5]` this attempt's sequence number (echoed by a hand-over),
-///   `ARGV[6]` the waiter key prefix (modes `0` and `2` only)
+///   `KEYS[3]` waiter queue (`<prefix>__waitq__{tag}<name>`)
+/// - `ARGV[1]` lock value, `ARGV[2]` ttl in ms, `ARGV[3]` the ticket
+///   `<mode> <seq> <prefix length> <channel>`: the mode (below), this attempt's sequence number
+///   (echoed by a hand-over), the length of the manager's key prefix (the waiter key prefix
+///   `<prefix>__waiters__{tag}<name>:` is derived from the queue's name with it), and the
+///   pub/sub channel that wakes this waiter
+///
+/// Few arguments keep the free-key path cheap: Redis copies each one into the script.
 ///
 /// A waiter key lives [`ENTRY_LEASE`](handoff::ENTRY_LEASE) without a refresh; a lock handed
 /// to another waiter, [`CLAIM_WINDOW`](handoff::CLAIM_WINDOW) (see [`RELEASE_HANDOFF`]).
@@ -134,12 +138,13 @@ end";
 pub(crate) static ACQUIRE_QUEUED: Lazy<Script> = Lazy::new(|| {
     let lease_ms = duration_ms(handoff::ENTRY_LEASE);
     let claim_ms = duration_ms(handoff::CLAIM_WINDOW);
+    let (queue_name, waiters_name) = (handoff::QUEUE_NAME, handoff::ENTRIES_NAME);
+    let after_queue_name = queue_name.len() + 1;
     // The free-key fast path runs before any helper is defined: defining them costs each call.
     Script::new(&format!(
         r"
-local mode = ARGV[3]
 local old
-if mode == '1' then
+if string.byte(ARGV[3]) == 49 then
   old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
   if not old then
     if KEYS[2] == KEYS[1] then return {{1, 0}} end
@@ -147,7 +152,11 @@ if mode == '1' then
   end
 end
 {VALUE_OF}{QUEUE_HELPERS}
-local function entry() return entry_of(ARGV[2], ARGV[5], ARGV[4], KEYS[2]) end
+local mode, seq, plen, channel = string.match(ARGV[3], '^(%d) (%d+) (%d+) (.*)$')
+plen = tonumber(plen)
+local prefix = string.sub(KEYS[3], 1, plen) .. '{waiters_name}' .. string.sub(KEYS[3], plen + {after_queue_name}) .. ':'
+local me = waiter_key(prefix, ARGV[1])
+local function entry() return entry_of(ARGV[2], seq, channel, KEYS[2]) end
 if mode == '1' then
   if type(old) == 'table' then
     if not (old.err and string.find(old.err, 'WRONGTYPE', 1, true)) then error(old) end
@@ -157,7 +166,7 @@ if mode == '1' then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {{1, mint()}}
   end
-  redis.call('SET', KEYS[4], entry(), 'PX', {lease_ms})
+  redis.call('SET', me, entry(), 'PX', {lease_ms})
   redis.call('RPUSH', KEYS[3], ARGV[1])
   redis.call('PEXPIRE', KEYS[3], {lease_ms})
   return {{0, redis.call('PTTL', KEYS[1])}}
@@ -170,7 +179,7 @@ end
 if not holder then
   if mode == '0' then
     local head = redis.call('LINDEX', KEYS[3], 0)
-    while head and redis.call('EXISTS', waiter_key(ARGV[6], head)) == 0 do
+    while head and redis.call('EXISTS', waiter_key(prefix, head)) == 0 do
       redis.call('LPOP', KEYS[3])
       head = redis.call('LINDEX', KEYS[3], 0)
     end
@@ -178,16 +187,16 @@ if not holder then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return {{1, mint()}}
   end
-  local given = hand_over(KEYS[1], KEYS[3], ARGV[6], {claim_ms}, ARGV[1], redis.call('LPOP', KEYS[3]))
-  if not given then redis.call('DEL', KEYS[4]) end
+  local given = hand_over(KEYS[1], KEYS[3], prefix, {claim_ms}, ARGV[1], redis.call('LPOP', KEYS[3]))
+  if not given then redis.call('DEL', me) end
   if given == true or not given then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return {{1, mint()}}
   end
 end
 if mode == '2' then
-  if not redis.call('SET', KEYS[4], entry(), 'XX', 'PX', {lease_ms}) then
-    redis.call('SET', KEYS[4], entry(), 'PX', {lease_ms})
+  if not redis.call('SET', me, entry(), 'XX', 'PX', {lease_ms}) then
+    redis.call('SET', me, entry(), 'PX', {lease_ms})
     redis.call('RPUSH', KEYS[3], ARGV[1])
   end
   redis.call('PEXPIRE', KEYS[3], {lease_ms})

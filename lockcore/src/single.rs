@@ -85,8 +85,7 @@ impl Single {
         ttl: Duration,
         queue: Option<QueueTicket<'_>>,
     ) -> Result<Vote, LockError> {
-        let (queue_key, waiter_prefix) = handoff::queue_keys(&self.key_prefix, key);
-        let waiter_key = crate::holder::waiter_key(&waiter_prefix, value);
+        let queue_key = handoff::queue_key(&self.key_prefix, key);
         let (mode, channel, seq) = match queue {
             None => (0, "", 0),
             Some(ticket) => (
@@ -95,27 +94,15 @@ impl Single {
                 ticket.seq,
             ),
         };
-        let bytes = key.len()
-            + counter_key.len()
-            + queue_key.len()
-            + waiter_key.len()
-            + value.len()
-            + channel.len()
-            + waiter_prefix.len()
-            + 40;
-        let mut call = scripts::Call::new(&scripts::ACQUIRE_QUEUED, 4, 10, bytes);
+        let ticket = format!("{mode} {seq} {} {channel}", self.key_prefix.len());
+        let bytes = key.len() + counter_key.len() + queue_key.len() + value.len() + ticket.len();
+        let mut call = scripts::Call::new(&scripts::ACQUIRE_QUEUED, 3, 6, bytes);
         call.arg(key)
             .arg(counter_key)
             .arg(&queue_key)
-            .arg(&waiter_key)
             .arg(value)
             .arg(duration_ms(ttl))
-            .arg(mode)
-            .arg(channel)
-            .arg(seq);
-        if mode != 1 {
-            call.arg(&waiter_prefix);
-        }
+            .arg(&ticket);
         let vote = call
             .invoke::<(i64, i64)>(&mut self.node.clone())
             .await
@@ -142,7 +129,7 @@ impl Single {
             return true;
         }
         let mut slots = keys.iter().flat_map(|bulk| {
-            let (queue, _) = handoff::queue_keys(&self.key_prefix, bulk.key);
+            let queue = handoff::queue_key(&self.key_prefix, bulk.key);
             [bulk.key, bulk.counter_key, &queue]
                 .map(|key| crate::slot::key_hash_slot(key.as_bytes()))
         });
@@ -167,7 +154,7 @@ impl Single {
         let mut invocation = scripts::ACQUIRE_ALL.prepare_invoke();
         invocation.arg(duration_ms(ttl));
         for bulk in keys {
-            let (queue, _) = handoff::queue_keys(&self.key_prefix, bulk.key);
+            let queue = handoff::queue_key(&self.key_prefix, bulk.key);
             invocation
                 .key(bulk.key)
                 .key(bulk.counter_key)
