@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use lockcore::{LockManager, LockManagerBuilder};
 use lockcore_tests::RedisCluster;
 
+use crate::b3::{Handoffs, ping_pong};
 use crate::lockers::{self, Lockcore};
-use crate::scenarios::{BUDGET, Config, Cycles, Handoffs, cycles, ping_pong, start_server};
+use crate::scenarios::{BUDGET, Config, Cycles, cycles, start_server};
 
 /// Task counts of B6 (a).
 pub(crate) const B6_TASKS: [usize; 2] = [1, 8];

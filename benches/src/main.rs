@@ -13,6 +13,11 @@
 //!
 //! See `benches/README.md` for what each scenario measures and how.
 
+mod b1;
+mod b2;
+mod b3;
+mod b4;
+mod b5;
 mod b6;
 mod lockers;
 mod monitor;
@@ -142,7 +147,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         eprintln!("B1: uncontended acquire+release ...");
         results.b1 = Some(block(
             lat,
-            scenarios::b1(
+            b1::b1(
                 &cfg,
                 &with(
                     &[
@@ -158,17 +163,17 @@ fn run(args: Args) -> Result<ExitCode, String> {
     }
     if wanted("b2") {
         eprintln!("B2: one hot key ...");
-        results.b2 = Some(block(multi, scenarios::b2(&cfg, &with(&[], &peers)))?);
+        results.b2 = Some(block(multi, b2::b2(&cfg, &with(&[], &peers)))?);
     }
     if wanted("b3") {
         eprintln!("B3: hand-off latency ...");
-        results.b3 = Some(block(lat, scenarios::b3(&cfg, &with(&[], &peers)))?);
+        results.b3 = Some(block(lat, b3::b3(&cfg, &with(&[], &peers)))?);
     }
     if wanted("b4") {
         eprintln!("B4: Redlock N = 1, 3, 5 ...");
         results.b4 = Some(block(
             lat,
-            scenarios::b4(
+            b4::b4(
                 &cfg,
                 &[
                     Kind::Floor,
@@ -186,7 +191,7 @@ fn run(args: Args) -> Result<ExitCode, String> {
         // Renewals do not depend on fencing: lockcore's default and backoff modes only.
         let kinds = [Kind::LockcoreHandoff, Kind::Lockcore];
         let kinds: Vec<Kind> = kinds.iter().chain(&peers).copied().collect();
-        results.b5 = Some(block(multi, scenarios::b5(&cfg, &kinds))?);
+        results.b5 = Some(block(multi, b5::b5(&cfg, &kinds))?);
     }
     if wanted("b6") {
         eprintln!("B6: wait_for_replicas, Redis Cluster ...");

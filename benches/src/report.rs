@@ -4,9 +4,13 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::b1::B1;
+use crate::b2::Contention;
+use crate::b3::B3;
+use crate::b5::Renewals;
 use crate::b6::B6;
 use crate::lockers::Kind;
-use crate::scenarios::{B1, B3, BUDGET, Config, Contention, Cycles, Renewals, Row};
+use crate::scenarios::{BUDGET, Config, Cycles, Row};
 use crate::table::Table;
 use crate::tables;
 

@@ -3,11 +3,14 @@
 
 use std::fmt::Write as _;
 
+use crate::b1::{B1, B1Setup};
+use crate::b2::{Contention, find_contention};
+use crate::b3::B3;
+use crate::b4::{B4_NODES, b4_floor};
+use crate::b5::{B5_TTL, Renewals};
 use crate::b6::{B6, B6_TASKS};
 use crate::lockers::Kind;
-use crate::scenarios::{
-    B1, B1Setup, B3, B4_NODES, B5_TTL, Contention, Cycles, Renewals, Row, b4_floor, find_contention,
-};
+use crate::scenarios::{Cycles, Row};
 use crate::stats::{Hist, delta, fmt_dur, fmt_rate, ratio, secs};
 use crate::table::{Table, errors};
 use lockcore_tests::stats::jain;

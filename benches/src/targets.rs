@@ -3,9 +3,12 @@
 
 use std::time::Duration;
 
+use crate::b1::{B1, B1Setup};
+use crate::b2::{Contention, find_contention};
+use crate::b4::b4_floor;
 use crate::lockers::Kind;
 use crate::report::Results;
-use crate::scenarios::{B1, B1Setup, Contention, b4_floor, cells_of, find_contention};
+use crate::scenarios::cells_of;
 use crate::stats::{delta, fmt_dur, fmt_rate};
 use crate::table::Table;
 use lockcore_tests::stats::jain;
