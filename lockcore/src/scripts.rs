@@ -71,8 +71,10 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// key exists, deletes that waiter key, and (unless
 /// that waiter is `self`: then it returns `true` and the caller takes the key) sets `key` to
 /// the waiter's value with `PX min(claim_ms, ttl)`, mints its fencing token with the waiter's
-/// own counter, and publishes `<token> <fencing token> <seq>` on its channel. Returns the value
-/// granted, `true`, or `false` when no live waiter is queued.
+/// own counter, and publishes `<token> <fencing token> <seq>` on its channel. A refused
+/// `PUBLISH` (an ACL without the channel) is ignored: the grant stands, and the waiter finds
+/// the key holding its value at its next re-check. Returns the value granted, `true`, or
+/// `false` when no live waiter is queued.
 const QUEUE_HELPERS: &str = "
 local function mint_on(counter, key)
   if counter == key then return 0 end
@@ -94,7 +96,7 @@ local function hand_over(key, queue, prefix, claim, self, head)
         len = tonumber(len)
         local fencing = mint_on(string.sub(rest, len + 1), key)
         redis.call('SET', key, head, 'PX', math.min(claim, tonumber(ttl)))
-        redis.call('PUBLISH', string.sub(rest, 1, len), string.match(head, '^[^ ]*') .. ' ' .. fencing .. ' ' .. seq)
+        redis.pcall('PUBLISH', string.sub(rest, 1, len), string.match(head, '^[^ ]*') .. ' ' .. fencing .. ' ' .. seq)
         return head
       end
     end
@@ -129,7 +131,7 @@ end";
 /// - `2`, a queued waiter's re-check: acquired when the key holds this value (a hand-over
 ///   whose wake-up was missed); when the key is free, the first live waiter has the turn (this
 ///   one: acquired; another: handed over to it); otherwise refresh the waiter key (queue up
-///   again if it is gone).
+///   again, at the back, if it is gone: the waiter was presumed dead).
 /// - `0`, one attempt that never queues: a free key is taken only when no live waiter is
 ///   queued (dead heads are dropped).
 ///
@@ -197,6 +199,7 @@ end
 if mode == '2' then
   if not redis.call('SET', me, entry(), 'XX', 'PX', {lease_ms}) then
     redis.call('SET', me, entry(), 'PX', {lease_ms})
+    redis.call('LREM', KEYS[3], 0, ARGV[1])
     redis.call('RPUSH', KEYS[3], ARGV[1])
   end
   redis.call('PEXPIRE', KEYS[3], {lease_ms})
@@ -400,7 +403,7 @@ fn commands_of(script: &Script) -> &'static str {
         (&ACQUIRE, "SET, INCR, PTTL"),
         (
             &ACQUIRE_QUEUED,
-            "SET, GET, GETDEL, INCR, PEXPIRE, PTTL, EXISTS, DEL, LINDEX, LPOP, RPUSH, PUBLISH",
+            "SET, GET, GETDEL, INCR, PEXPIRE, PTTL, EXISTS, DEL, LINDEX, LPOP, LREM, RPUSH, PUBLISH",
         ),
         (&ACQUIRE_ALL, "EXISTS, SET, INCR"),
         (
@@ -423,6 +426,15 @@ pub(crate) fn explain(script: &Script, error: redis::RedisError) -> redis::Redis
     let text = error.to_string();
     // Redis 7.0: "... can't run this command ..."; Valkey 8: "ACL failure in script: user .. has
     // no permissions to run the '..' command".
+    if text.contains("can't publish to the channel") || text.contains("no permissions to access") {
+        return redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
+            "NOPERM: the ACL user may not use a lockcore key or channel",
+            format!(
+                "every key and channel lockcore uses is under the manager's prefix: grant `~<prefix>*` and `&<prefix>*` as in lockcore's README (\"ACL\"). Redis said: {text}"
+            ),
+        ));
+    }
     if !text.contains("can't run this command") && !text.contains("no permissions to run") {
         return error;
     }

@@ -143,12 +143,6 @@ pub async fn numsub(con: &mut MultiplexedConnection, channel: &str) -> i64 {
     n
 }
 
-/// The server clock in ms, as the scripts read it (`TIME`).
-pub async fn server_now_ms(con: &mut MultiplexedConnection) -> u64 {
-    let (secs, micros): (u64, u64) = query(con, &cmd(&["TIME"])).await;
-    secs * 1000 + micros / 1000
-}
-
 /// The ids of the pub/sub clients connected now (`CLIENT LIST TYPE pubsub`).
 pub async fn pubsub_client_ids(con: &mut MultiplexedConnection) -> Vec<String> {
     let list: String = query(con, &cmd(&["CLIENT", "LIST", "TYPE", "pubsub"])).await;

@@ -202,6 +202,43 @@ async fn without_the_channel_rule_subscribing_is_refused() {
     );
 }
 
+/// Without the channel rule a release that hands the lock over still succeeds: the refused
+/// `PUBLISH` inside the release script is ignored (Redis does not roll a script back, so failing
+/// there would report an error for a hand-over that happened), and the waiter, which cannot
+/// subscribe either, finds the key holding its value at its next re-check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_channel_rule_a_hand_over_still_succeeds() {
+    let password = format!(">{PASSWORD}");
+    let mut args = vec!["--user", "app", "on", password.as_str()];
+    args.extend(RULE.iter().filter(|rule| !rule.starts_with('&')));
+    let server = RedisServer::start_with_args(&args);
+    let mut raw = server.connection().await;
+    let connect = || async {
+        LockManager::connect(&app_url(&server))
+            .await
+            .unwrap_or_else(|e| panic!("connect: {e}"))
+    };
+    let (holder, waiter) = (connect().await, connect().await);
+    let held = holder
+        .acquire("acl:nochan", &LockOptions::new(Duration::from_secs(10)))
+        .await
+        .unwrap_or_else(|e| panic!("acquire: {e}"));
+    let waiting = tokio::spawn(async move {
+        let opts = LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5));
+        waiter.acquire("acl:nochan", &opts).await
+    });
+    wait_queue_len(&mut raw, 1).await;
+    let first = held.fencing_token();
+    let released = held.release().await;
+    assert!(released.is_ok(), "the hand-over happened: {released:?}");
+    let got = waiting
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("the waiter gets the lock by its re-check: {e}"));
+    assert!(got.fencing_token() > first);
+    assert!(got.release().await.is_ok());
+}
+
 /// No password in `Debug` of the builder or the manager, in errors, or in log output.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_password_never_appears_in_output() {

@@ -151,3 +151,80 @@ async fn the_watchdog_promotes_a_handed_over_lease() {
     assert!(handed.is_held());
     handed.release().await.expect("release");
 }
+
+/// A waiter paused past its waiter key's lease (its whole runtime blocked for 900 ms) is
+/// presumed dead; its next re-check queues it again once, at the back, behind a waiter that
+/// kept refreshing: that one gets the lock first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_presumed_dead_queues_again_at_the_back() {
+    let server = RedisServer::start();
+    let mut raw = server.connection().await;
+    let holder = manager(&server).await;
+    let guard = must_acquire(&holder, KEY, &opts(10_000, 0)).await;
+    // The paused waiter, on a current-thread runtime of its own thread.
+    let url = server.url();
+    let (pause_tx, pause_rx) = std::sync::mpsc::channel::<()>();
+    let (token_tx, token_rx) = tokio::sync::oneshot::channel::<u64>();
+    let paused = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let m = LockManager::connect(&url).await.expect("connect");
+            let task = tokio::spawn(async move { m.acquire(KEY, &opts(10_000, 10_000)).await });
+            // Blocks this whole runtime, the waiter's refreshes with it, once told to.
+            tokio::task::spawn_blocking(move || pause_rx.recv())
+                .await
+                .expect("join")
+                .expect("told to pause");
+            std::thread::sleep(Duration::from_millis(900));
+            let guard = task
+                .await
+                .expect("task")
+                .expect("the paused waiter gets it later");
+            let _ = token_tx.send(guard.fencing_token());
+            guard.release().await.expect("release");
+        });
+    });
+    let (queue, waiter_prefix) = wait_queue_len(&mut raw, 1).await;
+    let paused_value = lrange(&mut raw, &queue).await.remove(0);
+    let patient = manager(&server).await;
+    let patient_task = spawn_acquire(&patient, &opts(10_000, 10_000));
+    wait_queue_len(&mut raw, 2).await;
+    pause_tx.send(()).expect("pause");
+    // Presumed dead once its waiter key lapses; back once its re-check queued it again.
+    let by = Instant::now() + Duration::from_secs(3);
+    while waiter_live(&mut raw, &waiter_prefix, &paused_value).await {
+        assert!(Instant::now() < by, "the paused waiter's key never lapsed");
+        sleep(Duration::from_millis(5)).await;
+    }
+    while !waiter_live(&mut raw, &waiter_prefix, &paused_value).await {
+        assert!(Instant::now() < by, "the paused waiter never queued again");
+        sleep(Duration::from_millis(5)).await;
+    }
+    let queued = lrange(&mut raw, &queue).await;
+    assert_eq!(
+        queued.iter().filter(|v| **v == paused_value).count(),
+        1,
+        "queued once: {queued:?}"
+    );
+    assert_eq!(
+        queued.last(),
+        Some(&paused_value),
+        "at the back: {queued:?}"
+    );
+    guard.release().await.expect("release");
+    let first = patient_task
+        .await
+        .expect("task")
+        .expect("the patient waiter");
+    let first_token = first.fencing_token();
+    first.release().await.expect("release");
+    let paused_token = token_rx.await.expect("the paused waiter acquired");
+    paused.join().expect("thread");
+    assert!(
+        first_token < paused_token,
+        "the waiter that kept its place went first ({first_token} < {paused_token})"
+    );
+}
