@@ -55,7 +55,7 @@ pub fn split_value(value: &str) -> (&str, Option<&str>) {
 
 /// The hand-off waiter queue of `lock_key` (the full key, prefix included), and the prefix of
 /// its waiter keys. The queue is a Redis list of waiters' lock values in queue order; the
-/// waiter key of a queued value is the prefix followed by the value's [token](token_of), and
+/// waiter key of a queued value is the prefix followed by the value's token (up to its first space), and
 /// exists while that waiter is live (it refreshes the key's 600 ms TTL). Its value is
 /// `<ttl_ms>|<seq>|<channel length>|<channel><fencing counter key>`. All live under `prefix`
 /// and in `lock_key`'s cluster slot.

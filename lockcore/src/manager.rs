@@ -25,9 +25,8 @@ use crate::{LockError, LockOptions};
 ///
 /// # Behavior
 /// - The connection is a redis-rs [`ConnectionManager`](redis::aio::ConnectionManager): one multiplexed connection that
-///   reconnects in the background after a failure. `TCP_NODELAY` is off (Nagle's algorithm
-///   coalesces the requests of concurrent tasks; one request alone is sent at once): measured
-///   faster at 64 tasks and the same at 1 (see the README's benchmarks).
+///   reconnects in the background after a failure. `TCP_NODELAY` is off by default (see
+///   [`LockManagerBuilder::tcp_nodelay`]).
 /// - Commands time out after the builder's response timeout (default 500 ms) and connection
 ///   attempts after the connection timeout (default 1 s). A backend that is down therefore fails
 ///   an acquire with [`LockError::Redis`] within about one connection timeout (connection

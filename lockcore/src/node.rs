@@ -25,27 +25,23 @@ use crate::tls::TlsFiles;
 pub(crate) struct ConnectOptions {
     pub(crate) connection_timeout: Duration,
     pub(crate) response_timeout: Duration,
+    /// `TCP_NODELAY` on every connection (see `LockManagerBuilder::tcp_nodelay`).
+    pub(crate) tcp_nodelay: bool,
     pub(crate) tls: TlsFiles,
+}
+
+impl ConnectOptions {
+    /// The TCP settings of every connection lockcore opens (nodes, cluster nodes, sentinels
+    /// and the primaries they resolve).
+    pub(crate) fn tcp_settings(&self) -> TcpSettings {
+        TcpSettings::default().set_nodelay(self.tcp_nodelay)
+    }
 }
 
 /// How often the cluster client retries a command (MOVED, ASK, a lost connection) within the
 /// response timeout; redis-rs' default of 16 with multi-second waits could block one call for
 /// seconds.
 const CLUSTER_RETRIES: u32 = 3;
-
-/// `TCP_NODELAY` of every connection: off (Nagle's algorithm on), as redis-rs and rslock leave
-/// it. Measured in one benchmark run (B1, 2026-12-01): at 1 task the raw floor's p50 is the same
-/// either way (133.2 µs on, 133.6 µs off); at 64 tasks on one multiplexed connection Nagle
-/// coalesces concurrent requests into fewer segments, and the floor does 118k ops/s off against
-/// 97k on, lockcore 63k against 49k, with less server CPU per operation. A request is never held
-/// back while nothing is in flight, so one task's latency does not pay for it.
-const TCP_NODELAY: bool = false;
-
-/// The TCP settings of every connection lockcore opens (nodes, cluster nodes, sentinels and
-/// the primaries they resolve).
-pub(crate) fn tcp_settings() -> TcpSettings {
-    TcpSettings::default().set_nodelay(TCP_NODELAY)
-}
 
 /// One Redis endpoint.
 #[derive(Clone)]
@@ -62,12 +58,15 @@ pub(crate) enum Node {
 }
 
 impl Node {
-    /// The connection info for `url`, with lockcore's TCP settings (see [`tcp_settings`]).
+    /// The connection info for `url`, with the builder's TCP settings.
     ///
     /// # Errors
     /// [`LockError::InvalidOptions`] for a malformed URL (the message shows the URL without
     /// its password), or a `rediss://` URL without the `tls` feature.
-    pub(crate) fn connection_info(url: &str) -> Result<ConnectionInfo, LockError> {
+    pub(crate) fn connection_info(
+        url: &str,
+        options: &ConnectOptions,
+    ) -> Result<ConnectionInfo, LockError> {
         let info = url
             .into_connection_info()
             .map_err(|err| LockError::InvalidOptions {
@@ -77,7 +76,7 @@ impl Node {
                     err.detail().unwrap_or("bad URL"),
                 ),
             })?
-            .set_tcp_settings(tcp_settings());
+            .set_tcp_settings(options.tcp_settings());
         if matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
             crate::tls::ensure_supported(url)?;
         }
@@ -85,15 +84,20 @@ impl Node {
     }
 
     /// [`connection_info`](Self::connection_info) of every URL.
-    pub(crate) fn connection_infos(urls: &[String]) -> Result<Vec<ConnectionInfo>, LockError> {
-        urls.iter().map(|url| Self::connection_info(url)).collect()
+    pub(crate) fn connection_infos(
+        urls: &[String],
+        options: &ConnectOptions,
+    ) -> Result<Vec<ConnectionInfo>, LockError> {
+        urls.iter()
+            .map(|url| Self::connection_info(url, options))
+            .collect()
     }
 
     /// The redis-rs client for `url` (see [`connection_info`](Self::connection_info)), trusting
     /// the builder's CA for `rediss://`.
-    pub(crate) fn client(url: &str, tls: &TlsFiles) -> Result<Client, LockError> {
-        let info = Self::connection_info(url)?;
-        Ok(tls.client(info)?)
+    pub(crate) fn client(url: &str, options: &ConnectOptions) -> Result<Client, LockError> {
+        let info = Self::connection_info(url, options)?;
+        Ok(options.tls.client(info)?)
     }
 
     /// Connects to a Redis Cluster through its seed nodes now, with bounded retries: every
@@ -102,9 +106,9 @@ impl Node {
         seeds: &[String],
         options: &ConnectOptions,
     ) -> Result<Node, LockError> {
-        let infos = Self::connection_infos(seeds)?;
+        let infos = Self::connection_infos(seeds, options)?;
         let builder = redis::cluster::ClusterClientBuilder::new(infos)
-            .tcp_settings(tcp_settings())
+            .tcp_settings(options.tcp_settings())
             .connection_timeout(options.connection_timeout)
             .response_timeout(options.response_timeout)
             .overall_response_timeout(Some(options.response_timeout * 2))

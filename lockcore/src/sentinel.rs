@@ -59,8 +59,8 @@ impl SentinelPrimary {
         options: &ConnectOptions,
         runtime: &Handle,
     ) -> Result<SentinelPrimary, LockError> {
-        let infos = Node::connection_infos(sentinel_urls)?;
-        let tcp = crate::node::tcp_settings();
+        let infos = Node::connection_infos(sentinel_urls, options)?;
+        let tcp = options.tcp_settings();
         let mut builder = SentinelClientBuilder::new(
             infos.iter().map(|info| info.addr().clone()),
             master_name,
