@@ -5,7 +5,6 @@
 //! left behind by a failed acquire. And the retry schedule seen from outside: an acquire never
 //! waits past its wait budget, and never sleeps past the holder's remaining TTL.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use lockcore::{LockError, LockManager, LockOptions};
@@ -13,23 +12,6 @@ use lockcore_tests::*;
 use proptest::prelude::*;
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
-
-/// One server per property (they run in parallel, and each case starts with `FLUSHALL`).
-struct Servers {
-    foreign_value: OnceLock<RedisServer>,
-    broken_counter: OnceLock<RedisServer>,
-    retries: OnceLock<RedisServer>,
-}
-
-static SERVERS: Servers = Servers {
-    foreign_value: OnceLock::new(),
-    broken_counter: OnceLock::new(),
-    retries: OnceLock::new(),
-};
-
-fn server(slot: &'static OnceLock<RedisServer>) -> &'static RedisServer {
-    slot.get_or_init(RedisServer::start)
-}
 
 /// A value planted by hand under a key.
 #[derive(Debug, Clone)]
@@ -90,19 +72,23 @@ async fn fresh(
     (m, raw, o)
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
-
-    /// Somebody else's value under the lock key, of any type, with or without expiry: no
-    /// guard, the value untouched, and an error (if any) is `Contended` or `Redis(..)`.
-    #[test]
-    fn a_foreign_value_under_the_lock_key_is_never_taken_over(
+/// Somebody else's value under the lock key, of any type, with or without expiry: no
+/// guard, the value untouched, and an error (if any) is `Contended` or `Redis(..)`.
+#[test]
+fn a_foreign_value_under_the_lock_key_is_never_taken_over() {
+    let server = RedisServer::start();
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(
         value in planted(),
         pttl in proptest::option::of(200..5_000u64),
         handoff in any::<bool>(),
-    ) {
+    )| {
         runtime().block_on(async {
-            let (m, mut raw, o) = fresh(server(&SERVERS.foreign_value), handoff).await;
+            let (m, mut raw, o) = fresh(&server, handoff).await;
             let key = full("fz");
             plant(&mut raw, &key, &value, pttl).await;
             let before = dump(&mut raw, &key).await;
@@ -116,24 +102,32 @@ proptest! {
             }
             assert_eq!(dump(&mut raw, &key).await, before, "the planted value was changed");
         });
-    }
+    });
+}
 
-    /// A fencing counter that is not a counter (or would overflow): the acquire fails with
-    /// `Redis(..)` or succeeds with a positive fencing token, and a failed acquire leaves no
-    /// lock behind.
-    ///
-    /// Not covered, found by this property: a *negative* integer in the counter makes the next
-    /// acquire return a guard whose fencing token is 0 (the script's reply is read as `i64` and
-    /// mapped to `u64` with `unwrap_or(0)`); it should be an error.
-    #[test]
-    fn a_broken_fencing_counter_fails_cleanly(
+/// A fencing counter that is not a counter (or would overflow): the acquire fails with
+/// `Redis(..)` or succeeds with a positive fencing token, and a failed acquire leaves no
+/// lock behind.
+///
+/// Not covered, found by this property: a *negative* integer in the counter makes the next
+/// acquire return a guard whose fencing token is 0 (the script's reply is read as `i64` and
+/// mapped to `u64` with `unwrap_or(0)`); it should be an error.
+#[test]
+fn a_broken_fencing_counter_fails_cleanly() {
+    let server = RedisServer::start();
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(
         value in planted().prop_filter("negative counters: see the doc comment", |v| {
             !matches!(v, Planted::Integer(n) if *n < 0)
         }),
         handoff in any::<bool>(),
-    ) {
+    )| {
         runtime().block_on(async {
-            let (m, mut raw, o) = fresh(server(&SERVERS.broken_counter), handoff).await;
+            let (m, mut raw, o) = fresh(&server, handoff).await;
             del(&mut raw, &fencing_counter_key()).await;
             plant(&mut raw, &fencing_counter_key(), &value, None).await;
             match m.acquire("fc", &o).await {
@@ -148,28 +142,32 @@ proptest! {
                 Err(other) => panic!("acquire with counter {value:?}: {other:?}"),
             }
         });
-    }
+    });
 }
 
-proptest! {
+/// A holder with `pttl` ms left and a contender with wait budget `wait` ms (and any valid
+/// retry policy): the contender gets the key soon after the holder's TTL runs out when the
+/// budget allows it, and gives up within its budget when it does not.
+#[test]
+fn retries_stop_at_the_wait_budget_and_wake_at_the_holders_expiry() {
+    let server = RedisServer::start();
     // Timed: fewer cases, and a slack for a loaded 2-core machine. A retry that ignored the
     // holder's TTL would sleep up to the cap, which is at least 500 ms past it.
-    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
-
-    /// A holder with `pttl` ms left and a contender with wait budget `wait` ms (and any valid
-    /// retry policy): the contender gets the key soon after the holder's TTL runs out when the
-    /// budget allows it, and gives up within its budget when it does not.
-    #[test]
-    fn retries_stop_at_the_wait_budget_and_wake_at_the_holders_expiry(
+    let config = ProptestConfig {
+        cases: 24,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(
         pttl in 30..300u64,
         wait in 0..400u64,
         base in 1..300u64,
         extra in 500..2_000u64,
         handoff in any::<bool>(),
-    ) {
+    )| {
         const SLACK: Duration = Duration::from_millis(150);
         runtime().block_on(async {
-            let (m, mut raw, _) = fresh(server(&SERVERS.retries), handoff).await;
+            let (m, mut raw, _) = fresh(&server, handoff).await;
             set_px(&mut raw, &full("bk"), "holder", pttl).await;
             let o = LockOptions::new(Duration::from_millis(1_000))
                 .wait(Duration::from_millis(wait))
@@ -193,5 +191,5 @@ proptest! {
                 Err(other) => panic!("acquire: {other:?}"),
             }
         });
-    }
+    });
 }
