@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::lease::{Lease, LeaseStatus, WriteLock};
+use crate::promotion::Promotion;
 use crate::shared::Shared;
 use crate::telemetry;
 use crate::vote::Released;
@@ -28,6 +29,9 @@ pub struct LockGuard {
     lease: Arc<Lease>,
     /// Renewal by the watchdog; dropped (unregistered) on release or drop.
     renewal: Option<Registration>,
+    /// The first renewal of a handed-over lease without the watchdog; dropped (cancelled) on
+    /// release or drop.
+    promotion: Option<Promotion>,
     /// Redis answered a release; `Drop` has nothing left to do.
     released: bool,
 }
@@ -53,13 +57,13 @@ impl LockGuard {
                 .watchdog
                 .register(Arc::clone(&lease), opts.max_hold_value(), &shared.backend)
         });
-        if renewal.is_none() && lease.is_provisional() {
-            crate::promotion::spawn(&shared.backend, Arc::clone(&lease));
-        }
+        let promotion = (renewal.is_none() && lease.is_provisional())
+            .then(|| crate::promotion::spawn(&shared.backend, Arc::clone(&lease)));
         LockGuard {
             shared,
             lease,
             renewal,
+            promotion,
             released: false,
         }
     }
@@ -153,6 +157,7 @@ impl LockGuard {
     ///   is then spawned, as on drop.
     pub async fn release(mut self) -> Result<(), LockError> {
         self.renewal = None;
+        self.promotion = None;
         let released = self
             .shared
             .backend
@@ -257,6 +262,7 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         self.renewal = None;
+        self.promotion = None;
         // Also for a lease known lost: a refused extend or a starved watchdog may leave this
         // token on (some) nodes, and a compare-and-delete never touches another holder's key.
         if !self.released {

@@ -3,6 +3,7 @@
 //! or extended by then.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -13,13 +14,30 @@ use crate::lease::{Lease, LeaseStatus};
 /// How many times a promotion that Redis did not answer is tried again.
 const RETRIES: usize = 3;
 
-/// Spawns the promotion of `lease` (by the crate's one spawn policy).
-pub(crate) fn spawn(backend: &Backend, lease: Arc<Lease>) {
-    let renewing = backend.clone();
-    backend.spawn(async move { promote(&renewing, &lease).await });
+/// A spawned promotion; dropping it cancels the promotion. The guard drops it before its
+/// release is sent, so that a renewal that lands after the release (and finds the key handed
+/// on) is never read as a loss, as the watchdog ignores leases unregistered meanwhile.
+#[derive(Debug)]
+pub(crate) struct Promotion {
+    cancelled: Arc<AtomicBool>,
 }
 
-async fn promote(backend: &Backend, lease: &Lease) {
+impl Drop for Promotion {
+    fn drop(&mut self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Spawns the promotion of `lease` (by the crate's one spawn policy).
+pub(crate) fn spawn(backend: &Backend, lease: Arc<Lease>) -> Promotion {
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let renewing = backend.clone();
+    let flag = Arc::clone(&cancelled);
+    backend.spawn(async move { promote(&renewing, &lease, &flag).await });
+    Promotion { cancelled }
+}
+
+async fn promote(backend: &Backend, lease: &Lease, cancelled: &AtomicBool) {
     tokio::select! {
         () = tokio::time::sleep_until(lease.renewal_due()) => {}
         () = lease.lost() => return,
@@ -28,7 +46,10 @@ async fn promote(backend: &Backend, lease: &Lease) {
     let write = lease.write_lock().await;
     let ttl = lease.ttl();
     for _ in 0..=RETRIES {
-        if lease.status() != LeaseStatus::Held || !lease.is_provisional() {
+        if cancelled.load(Ordering::SeqCst)
+            || lease.status() != LeaseStatus::Held
+            || !lease.is_provisional()
+        {
             return;
         }
         let start = Instant::now();
@@ -36,7 +57,11 @@ async fn promote(backend: &Backend, lease: &Lease) {
             lease.settle(LeaseStatus::Lost);
             return;
         }
-        match backend.renew(&[(&lease.key, &lease.token, ttl)]).await {
+        let renewed = backend.renew(&[(&lease.key, &lease.token, ttl)]).await;
+        if cancelled.load(Ordering::SeqCst) {
+            return;
+        }
+        match renewed {
             Ok(renewed) => match renewed.first() {
                 Some(Some(true)) => return lease.renewed(&write, start, ttl),
                 Some(Some(false)) => {

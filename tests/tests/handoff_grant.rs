@@ -228,3 +228,36 @@ async fn a_waiter_presumed_dead_queues_again_at_the_back() {
         "the waiter that kept its place went first ({first_token} < {paused_token})"
     );
 }
+
+/// A handed-over guard released right as its promotion is due (40 trials, ±4 ms around it):
+/// every release is `Ok`. A promotion whose renewal lands after the release (and finds the key
+/// handed on) must not turn the release into `Lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_racing_the_promotion_is_never_lost() {
+    let server = RedisServer::start();
+    let mut lost = 0;
+    for trial in 0..40u32 {
+        let (guard, task) = holder_and_queued_waiter(&server, &opts(10_000, 5_000)).await;
+        // The next waiter, so that the release hands the key on.
+        let next = manager(&server).await;
+        let next_task = spawn_acquire(&next, &opts(10_000, 5_000));
+        let mut raw = server.connection().await;
+        wait_queue_len(&mut raw, 2).await;
+        guard.release().await.expect("release");
+        let handed = task.await.expect("task").expect("handed over");
+        // Due a third of the way to the claim deadline (the claim window's validity, 500 ms −
+        // 1 % − 2 ms, counted from the waiter's queued attempt).
+        let due = handed.deadline() - Duration::from_millis(493) * 2 / 3;
+        let offset = Duration::from_millis(u64::from(trial % 9));
+        tokio::time::sleep_until(due + offset - Duration::from_millis(4)).await;
+        if handed.release().await.is_err() {
+            lost += 1;
+        }
+        let after = next_task.await.expect("task").expect("the next waiter");
+        after.release().await.expect("release");
+    }
+    assert_eq!(
+        lost, 0,
+        "{lost} of 40 releases racing the promotion reported Lost"
+    );
+}
