@@ -17,6 +17,10 @@ pub(crate) fn serve(who: &str) -> Result<(), Box<dyn Error>> {
         .with_http_listener(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
         .install()
         .map_err(|e| format!("{who}: cannot start the Prometheus exporter: {e}"))?;
-    eprintln!("order_service: {who}: Prometheus metrics on http://127.0.0.1:{port}/metrics");
+    // One write of the whole line: stderr is unbuffered, and the workers share it, so a
+    // line written in pieces can interleave with another worker's.
+    let line =
+        format!("order_service: {who}: Prometheus metrics on http://127.0.0.1:{port}/metrics\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
     Ok(())
 }

@@ -87,22 +87,24 @@ fn the_demo_serves_lock_metrics_while_it_runs_and_plots_the_waits() {
     for line in stderr.lines() {
         let line = line.expect("stderr line");
         log.push(line.clone());
-        let Some(url) = line
-            .strip_prefix("order_service: worker ")
-            .filter(|rest| rest.contains("(with-lock)"))
-            .and_then(|rest| rest.split("metrics on ").nth(1))
-        else {
-            continue;
-        };
-        // Poll this worker's endpoint until its lock metrics show (it serves from before the
-        // phase starts until it exits, which takes at least 30 orders x 20 ms under the lock).
-        while let Some(body) = scrape(url) {
-            assert!(body.starts_with("HTTP/1.1 200"), "{body}");
-            if body.contains("lockcore_acquisitions_total{") {
-                scraped.push(body);
-                break;
+        // The workers are processes that share this stderr: two of their lines can come out
+        // interleaved on one line, so every announcement in the line counts.
+        const ANNOUNCED: &str = "(with-lock): Prometheus metrics on ";
+        for (at, _) in line.match_indices(ANNOUNCED) {
+            let Some(url) = line[at + ANNOUNCED.len()..].split_whitespace().next() else {
+                continue;
+            };
+            // Poll this worker's endpoint until its lock metrics show (it serves from before
+            // the phase starts until it exits, which takes at least 30 orders x 20 ms under
+            // the lock).
+            while let Some(body) = scrape(url) {
+                assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+                if body.contains("lockcore_acquisitions_total{") {
+                    scraped.push(body);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
     }
     let out = child.wait_with_output().expect("demo output");
