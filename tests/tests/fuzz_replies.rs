@@ -55,6 +55,15 @@ async fn dump(con: &mut MultiplexedConnection, key: &str) -> Option<Vec<u8>> {
     query(con, redis::cmd("DUMP").arg(key)).await
 }
 
+/// `cases` cases, no persisted failures (each run starts fresh).
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     current_thread_runtime()
 }
@@ -77,11 +86,7 @@ async fn fresh(
 #[test]
 fn a_foreign_value_under_the_lock_key_is_never_taken_over() {
     let server = RedisServer::start();
-    let config = ProptestConfig {
-        cases: 48,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
+    let config = config(48);
     proptest!(config, |(
         value in planted(),
         pttl in proptest::option::of(200..5_000u64),
@@ -115,11 +120,7 @@ fn a_foreign_value_under_the_lock_key_is_never_taken_over() {
 #[test]
 fn a_broken_fencing_counter_fails_cleanly() {
     let server = RedisServer::start();
-    let config = ProptestConfig {
-        cases: 48,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
+    let config = config(48);
     proptest!(config, |(
         value in planted().prop_filter("negative counters: see the doc comment", |v| {
             !matches!(v, Planted::Integer(n) if *n < 0)
@@ -153,11 +154,7 @@ fn retries_stop_at_the_wait_budget_and_wake_at_the_holders_expiry() {
     let server = RedisServer::start();
     // Timed: fewer cases, and a slack for a loaded 2-core machine. A retry that ignored the
     // holder's TTL would sleep up to the cap, which is at least 500 ms past it.
-    let config = ProptestConfig {
-        cases: 24,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
+    let config = config(24);
     proptest!(config, |(
         pttl in 30..300u64,
         wait in 0..400u64,
