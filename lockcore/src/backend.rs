@@ -15,6 +15,7 @@ use crate::defer::OnDrop;
 use crate::handoff::Handoff;
 use crate::lease::validity;
 use crate::redlock::Redlock;
+use crate::renew::RenewItem;
 use crate::single::{BulkKey, QueueTicket, Single};
 use crate::vote::{Released, Vote};
 
@@ -269,16 +270,29 @@ impl Backend {
         }
     }
 
-    /// Compare-and-`PEXPIRE` of every `(key, token, ttl)`, in one script call per node. Entry
-    /// `i` is `Some(true)` when lease `i` was renewed (Redlock: on a quorum), `Some(false)` when
-    /// its key is gone or not its own, `None` when its cluster shard did not answer.
+    /// `items` split into the groups that are renewed independently, one
+    /// [`renew`](Self::renew) call each: one per cluster slot (see [`Single::renewal_groups`]),
+    /// otherwise one. Under Redlock one group, which [`renew`](Self::renew) sends to every node
+    /// in parallel, each bounded by the node timeout. Every item lands in exactly one group.
+    pub(crate) fn renewal_groups<T>(
+        &self,
+        items: Vec<T>,
+        key_of: impl Fn(&T) -> &str,
+    ) -> Vec<Vec<T>> {
+        match &self.kind {
+            Kind::Single(single) => single.renewal_groups(items, key_of),
+            Kind::Redlock(_) => vec![items],
+        }
+    }
+
+    /// Compare-and-`PEXPIRE` of every `(key, token, ttl)` of one
+    /// [`renewal_groups`](Self::renewal_groups) group, in one script call per node. Entry `i`
+    /// is `true` when lease `i` was renewed (Redlock: on a quorum), `false` when its key is gone
+    /// or not its own.
     ///
     /// # Errors
     /// As [`release`](Self::release).
-    pub(crate) async fn renew(
-        &self,
-        leases: &[(&str, &str, Duration)],
-    ) -> Result<Vec<Option<bool>>, LockError> {
+    pub(crate) async fn renew(&self, leases: &[RenewItem<'_>]) -> Result<Vec<bool>, LockError> {
         match &self.kind {
             Kind::Single(single) => single.renew(leases).await,
             Kind::Redlock(redlock) => redlock.renew(leases).await,
@@ -299,7 +313,7 @@ impl Backend {
         match &self.kind {
             Kind::Single(single) => single.extend(key, token, ttl).await,
             Kind::Redlock(redlock) => {
-                Ok(redlock.renew(&[(key, token, ttl)]).await?.first() == Some(&Some(true)))
+                Ok(redlock.renew(&[(key, token, ttl)]).await?.first() == Some(&true))
             }
         }
     }

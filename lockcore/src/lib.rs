@@ -23,6 +23,7 @@ mod promotion;
 mod redact;
 mod redlock;
 mod reentrancy;
+mod renew;
 mod replicas;
 mod scripts;
 mod sentinel;

@@ -1,21 +1,22 @@
 //! [`Node`]: one Redis endpoint the backend sends its scripts to.
 //!
-//! A node is a connection that routes and reconnects by itself; the backend (`single`,
-//! `redlock`) only invokes scripts on it. It implements redis-rs'
-//! [`ConnectionLike`](redis::aio::ConnectionLike), so `redis::Script::invoke_async` (EVALSHA with
-//! the NOSCRIPT fallback) works the same on every kind.
+//! A node is a connection that routes and reconnects by itself; it runs no lock protocol (which
+//! leases share a call is the backend's choice). It implements redis-rs'
+//! [`ConnectionLike`](redis::aio::ConnectionLike), so a script call (EVALSHA with the NOSCRIPT
+//! fallback, see `scripts::Call`) works the same on every kind.
 
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::io::tcp::TcpSettings;
 use redis::{
-    Client, Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture, Value,
+    Client, Cmd, ConnectionAddr, ConnectionInfo, FromRedisValue, IntoConnectionInfo, Pipeline,
+    RedisFuture, Value,
 };
 
 use crate::LockError;
-use crate::options::duration_ms;
 use crate::redact::redact_url;
 use crate::sentinel::SentinelPrimary;
 use crate::tls::TlsFiles;
@@ -138,72 +139,24 @@ impl Node {
         ConnectionManager::new_lazy_with_config(client, manager_config(options)).map(Node::Plain)
     }
 
-    /// The renewal script (compare-and-`PEXPIRE`) over `leases`, in one call (on a cluster,
-    /// one call per slot, in parallel: a script's keys must share a slot). Entry `i` is
-    /// `Some(true)` when lease `i` was renewed, `Some(false)` when its key is gone or not its
-    /// own, `None` when its cluster shard did not answer while others did.
-    ///
-    /// # Errors
-    /// When the one call fails (on a cluster: when every slot's call failed).
-    pub(crate) async fn renew(
-        self,
-        leases: &[(&str, &str, Duration)],
-    ) -> redis::RedisResult<Vec<Option<bool>>> {
-        if !matches!(self, Node::Cluster(_)) {
-            let renewed = renew_batch(self, leases.iter().copied()).await?;
-            return Ok(renewed.into_iter().map(Some).collect());
-        }
-        let mut by_slot: std::collections::BTreeMap<u16, Vec<usize>> = Default::default();
-        for (index, (key, _, _)) in leases.iter().enumerate() {
-            by_slot
-                .entry(crate::slot::key_hash_slot(key.as_bytes()))
-                .or_default()
-                .push(index);
-        }
-        let calls = by_slot.values().map(|indexes| {
-            let node = self.clone();
-            async move {
-                let renewed = renew_batch(node, indexes.iter().map(|&i| leases[i])).await;
-                (indexes, renewed)
+    /// Runs `cmd` on the one server that serves `key`: on a cluster the primary of the key's
+    /// slot, for a command the cluster client would otherwise send to every node (such as
+    /// `SCRIPT LOAD`, whose reply would then wait for the slowest shard); otherwise this node.
+    pub(crate) async fn query_for_key<T: FromRedisValue>(
+        &mut self,
+        key: &[u8],
+        cmd: Cmd,
+    ) -> redis::RedisResult<T> {
+        match self {
+            Node::Cluster(conn) => {
+                let route = Route::with_key(key, SlotAddr::Master);
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+                let value = conn.route_command(cmd, routing).await?;
+                Ok(T::from_redis_value(value)?)
             }
-        });
-        let mut out = vec![None; leases.len()];
-        let mut first_error = None;
-        let mut answered = false;
-        for (indexes, renewed) in futures_util::future::join_all(calls).await {
-            match renewed {
-                Ok(renewed) => {
-                    answered = true;
-                    for (&index, ok) in indexes.iter().zip(renewed) {
-                        out[index] = Some(ok);
-                    }
-                }
-                Err(err) => {
-                    first_error.get_or_insert(err);
-                }
-            }
-        }
-        match first_error {
-            Some(err) if !answered => Err(err),
-            _ => Ok(out),
+            Node::Plain(_) | Node::Sentinel(_) => cmd.query_async(self).await,
         }
     }
-}
-
-/// One renewal script call over `leases`.
-async fn renew_batch<'a>(
-    mut node: Node,
-    leases: impl Iterator<Item = (&'a str, &'a str, Duration)>,
-) -> redis::RedisResult<Vec<bool>> {
-    let mut invocation = crate::scripts::RENEW.prepare_invoke();
-    for (key, token, ttl) in leases {
-        invocation.key(key).arg(token).arg(duration_ms(ttl));
-    }
-    let renewed: Vec<i64> = invocation
-        .invoke_async(&mut node)
-        .await
-        .map_err(|e| crate::scripts::explain(&crate::scripts::RENEW, e))?;
-    Ok(renewed.into_iter().map(|ok| ok == 1).collect())
 }
 
 /// The `ConnectionManager` settings every plain connection uses.

@@ -63,12 +63,12 @@ async fn promote(backend: &Backend, lease: &Lease, cancelled: &AtomicBool) {
         }
         match renewed {
             Ok(renewed) => match renewed.first() {
-                Some(Some(true)) => return lease.renewed(&write, start, ttl),
-                Some(Some(false)) => {
+                Some(true) => return lease.renewed(&write, start, ttl),
+                Some(false) => {
                     lease.settle(LeaseStatus::Lost);
                     return;
                 }
-                _ => {}
+                None => {}
             },
             Err(err) => {
                 tracing::debug!(key = %lease.key, error = %err, "renewal of a handed-over lease failed; retrying");

@@ -40,6 +40,7 @@ use futures_util::stream::FuturesUnordered;
 
 use crate::node::Node;
 use crate::options::duration_ms;
+use crate::renew::{RenewItem, renew_on};
 use crate::vote::Vote;
 use crate::{LockError, scripts};
 
@@ -273,10 +274,7 @@ impl Redlock {
     ///
     /// # Errors
     /// As [`release`](Self::release).
-    pub(crate) async fn renew(
-        &self,
-        leases: &[(&str, &str, Duration)],
-    ) -> Result<Vec<Option<bool>>, LockError> {
+    pub(crate) async fn renew(&self, leases: &[RenewItem<'_>]) -> Result<Vec<bool>, LockError> {
         let shortest = leases
             .iter()
             .map(|(_, _, ttl)| *ttl)
@@ -287,12 +285,12 @@ impl Redlock {
         self.fan_out(
             shortest,
             |_| true,
-            |node| node.renew(leases),
+            |mut node| async move { renew_on(&mut node, leases).await },
             |_, reply| {
                 if let Some(Ok(renewed)) = reply {
                     answered += 1;
                     for (vote, ok) in votes.iter_mut().zip(renewed) {
-                        *vote += usize::from(ok == Some(true));
+                        *vote += usize::from(ok);
                     }
                 }
                 false
@@ -301,7 +299,7 @@ impl Redlock {
         .await;
         self.settle(answered)?;
         let quorum = self.quorum();
-        Ok(votes.into_iter().map(|v| Some(v >= quorum)).collect())
+        Ok(votes.into_iter().map(|v| v >= quorum).collect())
     }
 
     /// An error when fewer than a quorum of nodes answered.

@@ -1,14 +1,15 @@
-//! The Lua scripts, kept in process-wide `redis::Script` statics.
+//! The Lua scripts, kept in process-wide [`Lua`] statics.
 //!
-//! Each script is hashed once; [`redis::Script::invoke_async`] sends `EVALSHA` and falls back to
-//! `EVAL` on `NOSCRIPT` (for example after `SCRIPT FLUSH` or a fail-over). Scripts read user
-//! data only from `KEYS` and `ARGV`; only lockcore's own constants (the hand-off's entry lease
-//! and claim window) are written into the Lua source.
+//! Each script is hashed once; [`Call`] sends `EVALSHA` and, on `NOSCRIPT` (for example after
+//! `SCRIPT FLUSH` or a fail-over), loads the script on the node that refused it and sends the
+//! call again. Scripts read user data only from `KEYS` and `ARGV`; only lockcore's own constants
+//! (the hand-off's entry lease and claim window) are written into the Lua source.
 
 use once_cell::sync::Lazy;
 use redis::Script;
 
 use crate::handoff;
+use crate::node::Node;
 use crate::options::duration_ms;
 
 /// A script whose body may call `value_of(key)`: the key's string value, `false` when the key
@@ -19,8 +20,40 @@ use crate::options::duration_ms;
 ///
 /// It may also call `mint()`: the next fencing token from the counter `KEYS[2]`, or 0 when
 /// `KEYS[2]` is the lock key itself (`FencingCounter::Off`: no counter is touched).
-fn with_value_of(body: &str) -> Script {
-    Script::new(&format!("{VALUE_OF}{body}"))
+fn with_value_of(body: &str) -> Lua {
+    Lua::new(format!("{VALUE_OF}{body}"))
+}
+
+/// A Lua script: its source, for a `SCRIPT LOAD` on one node, and its redis-rs handle (the
+/// SHA1 that `EVALSHA` sends), which it dereferences to.
+pub(crate) struct Lua {
+    code: String,
+    script: Script,
+}
+
+impl Lua {
+    fn new(code: impl Into<String>) -> Self {
+        let code = code.into();
+        Lua {
+            script: Script::new(&code),
+            code,
+        }
+    }
+
+    /// `SCRIPT LOAD` of this script.
+    fn load_cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(&self.code);
+        cmd
+    }
+}
+
+impl std::ops::Deref for Lua {
+    type Target = Script;
+
+    fn deref(&self) -> &Script {
+        &self.script
+    }
 }
 
 /// The helpers of [`with_value_of`].
@@ -45,7 +78,7 @@ end";
 ///
 /// Returns `{1, fencing_token}` (0 without fencing) when acquired, otherwise `{0, pttl_ms}` of the current holder
 /// (`-1`: the key has no expiry).
-pub(crate) static ACQUIRE: Lazy<Script> = Lazy::new(|| {
+pub(crate) static ACQUIRE: Lazy<Lua> = Lazy::new(|| {
     with_value_of(
         r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
@@ -137,13 +170,13 @@ end";
 ///
 /// Returns `{1, fencing_token}` when acquired, otherwise `{0, pttl_ms}` (`0` when the key is
 /// free but a waiter has the turn).
-pub(crate) static ACQUIRE_QUEUED: Lazy<Script> = Lazy::new(|| {
+pub(crate) static ACQUIRE_QUEUED: Lazy<Lua> = Lazy::new(|| {
     let lease_ms = duration_ms(handoff::ENTRY_LEASE);
     let claim_ms = duration_ms(handoff::CLAIM_WINDOW);
     let (queue_name, waiters_name) = (handoff::QUEUE_NAME, handoff::ENTRIES_NAME);
     let after_queue_name = queue_name.len() + 1;
     // The free-key fast path runs before any helper is defined: defining them costs each call.
-    Script::new(&format!(
+    Lua::new(format!(
         r"
 local old
 if string.byte(ARGV[3]) == 49 then
@@ -223,8 +256,8 @@ return {{0, redis.call('PTTL', KEYS[1])}}
 /// without fencing, where the counter key is the lock key itself), and
 /// returns `{1, token_1, .., token_n}`. Otherwise it changes nothing and returns `{0}`: the
 /// caller falls back to acquiring the keys one by one.
-pub(crate) static ACQUIRE_ALL: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+pub(crate) static ACQUIRE_ALL: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
         r"
 local n = #KEYS / 3
 for i = 1, n do
@@ -260,10 +293,10 @@ return reply
 ///
 /// With nobody queued this is `GET`, `LPOP` (nothing) and `DEL`. Returns 1 when the key held the value (and was deleted or handed over), 0 when the key was
 /// missing, -1 when it holds another value (another holder's token, or another type).
-pub(crate) static RELEASE_HANDOFF: Lazy<Script> = Lazy::new(|| {
+pub(crate) static RELEASE_HANDOFF: Lazy<Lua> = Lazy::new(|| {
     let claim_ms = duration_ms(handoff::CLAIM_WINDOW);
     // The no-waiter fast path runs before any helper is defined.
-    Script::new(&format!(
+    Lua::new(format!(
         r"
 local holder = redis.pcall('GET', KEYS[1])
 if holder == ARGV[1] then
@@ -292,7 +325,7 @@ return holder and -1 or 0
 ///
 /// Returns 1 when the key held the token and was deleted, 0 otherwise (expired, deleted, or
 /// another holder's token): a stale holder never deletes another holder's key.
-pub(crate) static RELEASE: Lazy<Script> = Lazy::new(|| {
+pub(crate) static RELEASE: Lazy<Lua> = Lazy::new(|| {
     with_value_of(
         r"
 if value_of(KEYS[1]) == ARGV[1] then
@@ -310,7 +343,7 @@ return 0
 ///
 /// Returns one entry per key: 1 when the key held the token and its TTL was set, 0 otherwise.
 /// On Redis Cluster all keys of one call must share a slot (one key per call always does).
-pub(crate) static RENEW: Lazy<Script> = Lazy::new(|| {
+pub(crate) static RENEW: Lazy<Lua> = Lazy::new(|| {
     with_value_of(
         r"
 local renewed = {}
@@ -331,8 +364,8 @@ return renewed
 /// - `KEYS[1]` fencing counter key; `ARGV[1]` the fencing token
 ///
 /// Returns 1. Never lowers the counter.
-pub(crate) static RAISE_COUNTER: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+pub(crate) static RAISE_COUNTER: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
         r"
 local current = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 if current < tonumber(ARGV[1]) then
@@ -345,19 +378,21 @@ return 1
 
 /// One `EVALSHA` of a script, written straight into one command buffer of the right size
 /// (redis-rs' `ScriptInvocation` allocates a buffer per key and argument, then copies them
-/// all into the command). Like `ScriptInvocation::invoke_async`, it loads the script and
-/// sends the command again after a `NOSCRIPT` reply.
+/// all into the command). On a `NOSCRIPT` reply it loads the script on the node that serves the
+/// call's first key, and only there, then sends the command again: redis-rs' `invoke_async`
+/// sends that `SCRIPT LOAD` to every node of a cluster and so waits for the slowest shard.
 pub(crate) struct Call<'s> {
-    script: &'s Script,
+    script: &'s Lua,
     cmd: redis::Cmd,
+    keys: usize,
 }
 
 impl<'s> Call<'s> {
     /// A call with `keys` keys, about `args` keys and arguments in all, of about `bytes` bytes.
-    pub(crate) fn new(script: &'s Script, keys: usize, args: usize, bytes: usize) -> Self {
+    pub(crate) fn new(script: &'s Lua, keys: usize, args: usize, bytes: usize) -> Self {
         let mut cmd = redis::Cmd::with_capacity(3 + args, 64 + bytes);
         cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
-        Call { script, cmd }
+        Call { script, cmd, keys }
     }
 
     /// Appends a key or an argument, in order: the keys first.
@@ -369,20 +404,41 @@ impl<'s> Call<'s> {
     /// Sends the call; errors are [`explain`]ed.
     pub(crate) async fn invoke<T: redis::FromRedisValue>(
         &self,
-        conn: &mut impl redis::aio::ConnectionLike,
+        node: &mut Node,
     ) -> redis::RedisResult<T> {
-        let reply = match self.cmd.query_async(conn).await {
+        let reply = match self.cmd.query_async(node).await {
             Err(err)
                 if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
             {
-                match self.script.load_async(conn).await {
-                    Ok(_) => self.cmd.query_async(conn).await,
+                match self.load(node).await {
+                    Ok(()) => self.cmd.query_async(node).await,
                     Err(load) => Err(load),
                 }
             }
             other => other,
         };
         reply.map_err(|e| explain(self.script, e))
+    }
+
+    /// `SCRIPT LOAD` on the node that serves the first key (every node without a key).
+    async fn load(&self, node: &mut Node) -> redis::RedisResult<()> {
+        // The command is `EVALSHA sha numkeys key..`: the first key is its fourth word.
+        let first_key = (self.keys > 0)
+            .then(|| self.cmd.args_iter().nth(3))
+            .flatten()
+            .and_then(|arg| match arg {
+                redis::Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            });
+        match first_key {
+            Some(key) => {
+                let _: String = node.query_for_key(&key, self.script.load_cmd()).await?;
+            }
+            None => {
+                self.script.load_async(node).await?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -399,7 +455,7 @@ pub(crate) async fn preload_on(conn: &mut redis::aio::ConnectionManager) -> redi
 /// executing the script can't run this command", without naming the command.
 fn commands_of(script: &Script) -> &'static str {
     let hash = script.get_hash();
-    let table: [(&Lazy<Script>, &'static str); 7] = [
+    let table: [(&Lazy<Lua>, &'static str); 7] = [
         (&ACQUIRE, "SET, INCR, PTTL"),
         (
             &ACQUIRE_QUEUED,

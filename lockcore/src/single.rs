@@ -8,6 +8,7 @@ use crate::LockError;
 use crate::handoff::{self, Handoff};
 use crate::node::Node;
 use crate::options::duration_ms;
+use crate::renew::{RenewItem, renew_on};
 use crate::replicas::WaitForReplicas;
 use crate::scripts;
 use crate::vote::{Released, Vote};
@@ -151,20 +152,31 @@ impl Single {
         keys: &[BulkKey<'_>],
         ttl: Duration,
     ) -> Result<Option<Vec<u64>>, LockError> {
-        let mut invocation = scripts::ACQUIRE_ALL.prepare_invoke();
-        invocation.arg(duration_ms(ttl));
-        for bulk in keys {
-            let queue = handoff::queue_key(&self.key_prefix, bulk.key);
-            invocation
-                .key(bulk.key)
-                .key(bulk.counter_key)
-                .key(queue)
-                .arg(bulk.token);
+        let queues: Vec<String> = keys
+            .iter()
+            .map(|bulk| handoff::queue_key(&self.key_prefix, bulk.key))
+            .collect();
+        let bytes = keys
+            .iter()
+            .zip(&queues)
+            .map(|(bulk, queue)| {
+                bulk.key.len() + bulk.counter_key.len() + queue.len() + bulk.token.len()
+            })
+            .sum();
+        let mut call = scripts::Call::new(
+            &scripts::ACQUIRE_ALL,
+            keys.len() * 3,
+            keys.len() * 4 + 1,
+            bytes,
+        );
+        for (bulk, queue) in keys.iter().zip(&queues) {
+            call.arg(bulk.key).arg(bulk.counter_key).arg(queue);
         }
-        let reply: Vec<i64> = invocation
-            .invoke_async(&mut self.node.clone())
-            .await
-            .map_err(|e| scripts::explain(&scripts::ACQUIRE_ALL, e))?;
+        call.arg(duration_ms(ttl));
+        for bulk in keys {
+            call.arg(bulk.token);
+        }
+        let reply: Vec<i64> = call.invoke(&mut self.node.clone()).await?;
         let tokens = match reply.split_first() {
             Some((0, [])) => return Ok(None),
             Some((1, tokens)) if tokens.len() == keys.len() => tokens
@@ -210,13 +222,34 @@ impl Single {
         matches!(self.node, Node::Cluster(_))
     }
 
-    /// Compare-and-`PEXPIRE` of every `(key, token, ttl)` in one script call (one per slot on
-    /// a cluster); see [`Node::renew`] for the entries.
-    pub(crate) async fn renew(
+    /// `items` split into the groups one renewal call each may take: on a cluster one group per
+    /// slot (a script's keys must share a slot), so that each shard's leases are renewed on
+    /// their own; on a plain or Sentinel node one group. Every item lands in exactly one group.
+    pub(crate) fn renewal_groups<T>(
         &self,
-        leases: &[(&str, &str, Duration)],
-    ) -> Result<Vec<Option<bool>>, LockError> {
-        Ok(self.node.clone().renew(leases).await?)
+        items: Vec<T>,
+        key_of: impl Fn(&T) -> &str,
+    ) -> Vec<Vec<T>> {
+        if matches!(self.node, Node::Cluster(_)) {
+            crate::slot::group_by_slot(items, key_of)
+        } else {
+            vec![items]
+        }
+    }
+
+    /// Compare-and-`PEXPIRE` of every `(key, token, ttl)` of one
+    /// [`renewal_groups`](Self::renewal_groups) group, in one script call; see
+    /// [`renew_on`](crate::renew::renew_on) for the entries.
+    ///
+    /// # Errors
+    /// [`LockError::Redis`] when the call fails.
+    pub(crate) async fn renew(&self, leases: &[RenewItem<'_>]) -> Result<Vec<bool>, LockError> {
+        debug_assert!(
+            !matches!(self.node, Node::Cluster(_))
+                || crate::slot::group_by_slot(leases.to_vec(), |l| l.0).len() <= 1,
+            "a renewal call on a cluster spans slots"
+        );
+        Ok(renew_on(&mut self.node.clone(), leases).await?)
     }
 
     /// [`renew`](Self::renew) of one lease by an extend, followed by `WAIT` with
@@ -231,7 +264,7 @@ impl Single {
         token: &str,
         ttl: Duration,
     ) -> Result<bool, LockError> {
-        let extended = self.renew(&[(key, token, ttl)]).await?.first() == Some(&Some(true));
+        let extended = self.renew(&[(key, token, ttl)]).await?.first() == Some(&true);
         if let (true, Some(replicas)) = (extended, &self.replicas) {
             replicas.wait(&self.node, key).await?;
         }

@@ -28,6 +28,17 @@ pub(crate) fn key_hash_slot(key: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(hashed) % SLOTS as u16
 }
 
+/// `items` split into one group per hash slot of `key_of(item)`, in slot order; each group
+/// keeps the items' order. Every item lands in exactly one group.
+pub(crate) fn group_by_slot<T>(items: Vec<T>, key_of: impl Fn(&T) -> &str) -> Vec<Vec<T>> {
+    let mut groups: std::collections::BTreeMap<u16, Vec<T>> = Default::default();
+    for item in items {
+        let slot = key_hash_slot(key_of(&item).as_bytes());
+        groups.entry(slot).or_default().push(item);
+    }
+    groups.into_values().collect()
+}
+
 /// For every slot, a short tag that hashes to it. Built once, by counting in base 36 until
 /// every slot has a tag (about 160 000 CRC16 computations, a few milliseconds).
 static SLOT_TAGS: Lazy<Vec<String>> = Lazy::new(|| {
@@ -80,6 +91,20 @@ mod tests {
         );
         assert_eq!(key_hash_slot(b"foo{}{bar}"), key_hash_slot(b"foo{}{bar}"));
         assert_ne!(key_hash_slot(b"foo{}{bar}"), key_hash_slot(b"bar"));
+    }
+
+    #[test]
+    fn groups_by_slot_keep_every_item_once() {
+        let keys = ["a", "{a}x", "b", "{a}y", "c", "b"];
+        let groups = group_by_slot(keys.to_vec(), |k| k);
+        assert_eq!(groups.iter().map(Vec::len).sum::<usize>(), keys.len());
+        for group in &groups {
+            let slot = key_hash_slot(group[0].as_bytes());
+            assert!(group.iter().all(|k| key_hash_slot(k.as_bytes()) == slot));
+        }
+        let with_a = groups.iter().find(|g| g.contains(&"a"));
+        assert_eq!(with_a, Some(&vec!["a", "{a}x", "{a}y"]), "in order");
+        assert!(group_by_slot(Vec::<&str>::new(), |k| k).is_empty());
     }
 
     #[test]

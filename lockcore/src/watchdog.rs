@@ -5,27 +5,38 @@
 //! - A guard acquired with [`LockOptions::watchdog`](crate::LockOptions::watchdog) on is
 //!   registered here; its lease is renewed about every ttl/3 with a compare-and-`PEXPIRE` that
 //!   sets the TTL and never re-creates a missing key.
-//! - Renewals due within the next ttl/6 are sent together, in one script call per batch
-//!   (at most [`MAX_BATCH`] keys), so the command rate grows with the number of *batches*, not
-//!   of held locks.
+//! - Renewals due within the next ttl/6 are sent together. The backend splits them into groups
+//!   that are renewed independently (on Redis Cluster one group per hash slot, as a script's
+//!   keys must share a slot; otherwise one group), and each group goes out in script calls
+//!   (batches) of at most [`MAX_BATCH`] keys. The command rate grows with the number of
+//!   batches, not of held locks.
+//! - A lease's renewal depends only on its own shard. The scheduler never waits for a reply:
+//!   each batch is sent by a task of its own, which records its leases' results and wakes the
+//!   scheduler, and the scheduler keeps planning the other leases meanwhile. So a cluster shard
+//!   that does not answer costs only the leases whose keys it serves. A lease is in at most one
+//!   batch at a time, and a batch waits for its reply at most until the latest deadline of its
+//!   leases (a later reply saves none of them). Under Redlock a batch goes to every node in
+//!   parallel, each bounded by the node timeout.
 //! - Releasing or dropping the guard unregisters it at once (a short `std` mutex section; it
-//!   never waits on the network). A renewal already on the wire cannot re-create or extend
-//!   another holder's key, because it compares the token.
+//!   never waits on the network); a batch not yet sent leaves it out. A renewal already on the
+//!   wire cannot re-create or extend another holder's key, because it compares the token.
 //! - A token mismatch, a missing key or a key of another type marks the lease lost (only that
 //!   lease: the others of its batch are renewed). A Redis error (a timeout, or a fast refusal
-//!   such as `NOPERM`, `READONLY`, `BUSY`, `LOADING`, `MASTERDOWN`) is retried every
-//!   `min(ttl/10, 100 ms)` until the lease's deadline, and logged once when a lease starts
-//!   failing and once when it recovers; a lease whose deadline passes without a renewal is
-//!   marked lost and never renewed again.
+//!   such as `NOPERM`, `READONLY`, `BUSY`, `LOADING`, `MASTERDOWN`) is retried, for the leases
+//!   of the failed batch only, every `min(ttl/10, 100 ms)` until the lease's deadline, and
+//!   logged once when a lease starts failing and once when it recovers; a lease whose deadline
+//!   passes without a renewal is marked lost (at the deadline, also while its batch is still
+//!   waiting) and never renewed again.
 //! - A renewal and an [`extend`](crate::LockGuard::extend) of the same lease never overlap:
-//!   each holds the lease's write lock while its command is in flight, and a lease whose
-//!   extend is in flight waits for the next round. The deadline a reply records is computed
-//!   from the TTL that reply's own command set.
+//!   each holds the lease's write lock while its command is in flight (a renewal from the
+//!   moment its batch is planned until its reply is recorded), and a lease whose extend is in
+//!   flight waits for the next round. The deadline a reply records is computed from the TTL
+//!   that reply's own command set.
 //! - The scheduler is a tokio task spawned, when the first lease is registered, on the runtime
-//!   the manager was built on; it ends when no lease is registered. A body that blocks that
-//!   runtime (for example `std::thread::sleep` on a current-thread runtime) starves the
-//!   scheduler: the lease then expires, and the guard reports it lost once the deadline passes.
-//!   It is never reported as held past its deadline.
+//!   the manager was built on; it ends when no lease is registered. Batches are tasks spawned
+//!   the same way. A body that blocks that runtime (for example `std::thread::sleep` on a
+//!   current-thread runtime) starves the scheduler: the lease then expires, and the guard
+//!   reports it lost once the deadline passes. It is never reported as held past its deadline.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -38,6 +49,7 @@ use tracing::Instrument;
 use crate::backend::Backend;
 use crate::defer::OnDrop;
 use crate::lease::{Lease, LeaseStatus, WriteLock};
+use crate::renew::RenewItem;
 use crate::{LockError, telemetry};
 
 /// The most keys renewed by one script call.
@@ -69,6 +81,8 @@ struct Entry {
     failing: bool,
     /// Stop renewing (and report the lease lost) after this instant, from `max_hold`.
     hold_until: Option<Instant>,
+    /// In a batch that is being sent (its task holds the lease's write lock).
+    in_flight: bool,
 }
 
 /// A registration; unregisters on drop.
@@ -129,6 +143,7 @@ impl Watchdog {
                     retry_at: None,
                     failing: false,
                     hold_until,
+                    in_flight: false,
                 },
             );
             let start = (!registry.running).then(|| {
@@ -198,11 +213,21 @@ impl Watchdog {
         let mut batch = Vec::new();
         let mut wake_at: Option<Instant> = None;
         let mut wake_by = |at: Instant| wake_at = Some(wake_at.map_or(at, |w| w.min(at)));
-        for (id, entry) in &registry.entries {
-            let lease = &entry.lease;
+        for (id, entry) in &mut registry.entries {
+            let lease = Arc::clone(&entry.lease);
             let ttl = lease.ttl();
+            // Loss at the deadline (or at the end of max_hold) is settled here, also while a
+            // batch still waits for its reply.
+            let end = entry
+                .hold_until
+                .map_or(lease.deadline(), |until| until.min(lease.deadline()));
+            if entry.in_flight {
+                // Its batch wakes the scheduler once its reply is recorded.
+                wake_by(end);
+                continue;
+            }
             // A retry is due at its own time; regular renewals due within the next ttl/6 join
-            // this batch.
+            // this round.
             let (due, ready) = match entry.retry_at {
                 Some(at) => (at, at <= now),
                 None => {
@@ -210,38 +235,33 @@ impl Watchdog {
                     (due, due <= now + ttl / 6)
                 }
             };
-            if ready && batch.len() < MAX_BATCH {
-                match lease.try_write_lock() {
-                    // The TTL is read under the write lock: an extend that finished just before
-                    // must not be undone by a renewal with the old TTL.
-                    Some(write) => batch.push(Renewal {
+            if !ready {
+                wake_by(due.min(end));
+                continue;
+            }
+            match lease.try_write_lock() {
+                // The TTL is read under the write lock: an extend that finished just before
+                // must not be undone by a renewal with the old TTL.
+                Some(write) => {
+                    entry.in_flight = true;
+                    wake_by(end);
+                    batch.push(Renewal {
                         id: *id,
-                        lease: Arc::clone(lease),
                         ttl: lease.ttl(),
+                        lease,
                         write,
-                    }),
-                    // An extend is in flight; it wakes the scheduler when done. Look again
-                    // soon in case its future was dropped.
-                    None => wake_by(now + retry_interval(ttl)),
+                    });
                 }
-            } else {
-                let mut at = due.min(lease.deadline());
-                if let Some(until) = entry.hold_until {
-                    at = at.min(until);
-                }
-                wake_by(at);
+                // An extend is in flight; it wakes the scheduler when done. Look again soon in
+                // case its future was dropped.
+                None => wake_by(now + retry_interval(ttl)),
             }
         }
         Some(Plan { batch, wake_at })
     }
 
     /// Records the results of a batch sent at `start`.
-    fn settle_batch(
-        &self,
-        start: Instant,
-        batch: &[Renewal],
-        reply: Result<Vec<Option<bool>>, LockError>,
-    ) {
+    fn settle_batch(&self, start: Instant, batch: &[Renewal], reply: Result<Vec<bool>, LockError>) {
         let mut registry = self.lock();
         let renewed = match reply {
             Ok(renewed) => renewed,
@@ -267,9 +287,7 @@ impl Watchdog {
                 continue;
             }
             match ok {
-                // Its cluster shard did not answer (the others did): retry this lease alone.
-                None => entry.retry_later(renewal, &"its cluster shard did not answer"),
-                Some(true) if Instant::now() < lease.deadline() => {
+                true if Instant::now() < lease.deadline() => {
                     lease.renewed(&renewal.write, start, renewal.ttl);
                     telemetry::renewed(lease);
                     entry.retry_at = None;
@@ -277,7 +295,7 @@ impl Watchdog {
                         tracing::info!(key = lease.key, "watchdog renewal works again");
                     }
                 }
-                Some(renewed) => {
+                renewed => {
                     if renewed {
                         // Renewed, but only after the lease's validity ran out (Redlock: the
                         // quorum may not have been intact all along). Not ours any more.
@@ -298,6 +316,16 @@ impl Watchdog {
                 }
             }
         }
+    }
+
+    /// Leaves out of `batch` the leases released or lost since it was planned, so that a
+    /// batch sent after its guard is gone does not renew it.
+    fn still_renewing(&self, batch: &mut Vec<Renewal>) {
+        let registry = self.lock();
+        batch.retain(|renewal| {
+            registry.entries.contains_key(&renewal.id)
+                && renewal.lease.status() == LeaseStatus::Held
+        });
     }
 }
 
@@ -328,25 +356,23 @@ struct Plan {
     wake_at: Option<Instant>,
 }
 
-/// The scheduler loop. Ends when nothing is registered (every registered lease keeps its
-/// manager, and so this watchdog, alive).
-async fn run(_running: OnDrop<impl FnOnce()>, dog: Arc<Watchdog>, backend: Backend) {
-    let dog = &dog;
-    loop {
-        let Some(plan) = dog.plan(Instant::now()) else {
+/// A batch being sent by its own task. Dropping it, after its reply is recorded or unsent (a
+/// runtime that shut down), frees its leases for the next round and wakes the scheduler.
+struct InFlight {
+    dog: Arc<Watchdog>,
+    batch: Vec<Renewal>,
+}
+
+impl InFlight {
+    /// Sends the batch, waiting at most until the latest deadline of its leases, and records
+    /// the reply.
+    async fn send(mut self, backend: Backend) {
+        self.dog.still_renewing(&mut self.batch);
+        let start = Instant::now();
+        let Some(give_up_at) = self.batch.iter().map(|r| r.lease.deadline()).max() else {
             return;
         };
-        if plan.batch.is_empty() {
-            let wake_at = plan.wake_at.unwrap_or_else(Instant::now);
-            let woken = dog.wake.notified();
-            tokio::select! {
-                () = woken => {}
-                () = tokio::time::sleep_until(wake_at) => {}
-            }
-            continue;
-        }
-        let start = Instant::now();
-        let leases: Vec<(&str, &str, Duration)> = plan
+        let leases: Vec<RenewItem<'_>> = self
             .batch
             .iter()
             .map(|renewal| {
@@ -354,10 +380,77 @@ async fn run(_running: OnDrop<impl FnOnce()>, dog: Arc<Watchdog>, backend: Backe
                 (lease.key.as_str(), lease.token.as_str(), renewal.ttl)
             })
             .collect();
-        let reply = backend
+        let call = backend
             .renew(&leases)
-            .instrument(telemetry::renew_span(leases.len()))
-            .await;
-        dog.settle_batch(start, &plan.batch, reply);
+            .instrument(telemetry::renew_span(leases.len()));
+        let reply = tokio::time::timeout_at(give_up_at, call)
+            .await
+            .unwrap_or_else(|_| Err(no_reply_in_time()));
+        self.dog.settle_batch(start, &self.batch, reply);
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let ids: Vec<u64> = self.batch.iter().map(|renewal| renewal.id).collect();
+        // The write locks go first, so that the scheduler woken below can take them.
+        self.batch.clear();
+        {
+            let mut registry = self.dog.lock();
+            for id in ids {
+                if let Some(entry) = registry.entries.get_mut(&id) {
+                    entry.in_flight = false;
+                }
+            }
+        }
+        self.dog.wake.notify_one();
+    }
+}
+
+/// The error of a batch whose reply did not come before its leases' deadlines.
+fn no_reply_in_time() -> LockError {
+    LockError::Redis(redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "no reply to the renewal before the leases' deadlines",
+    )))
+}
+
+/// `batch` in the groups the backend renews independently (one per cluster slot), each cut
+/// into batches of at most [`MAX_BATCH`] keys.
+fn batches(backend: &Backend, batch: Vec<Renewal>) -> Vec<Vec<Renewal>> {
+    let mut out = Vec::new();
+    for mut group in backend.renewal_groups(batch, |renewal| renewal.lease.key.as_str()) {
+        while group.len() > MAX_BATCH {
+            let rest = group.split_off(MAX_BATCH);
+            out.push(std::mem::replace(&mut group, rest));
+        }
+        if !group.is_empty() {
+            out.push(group);
+        }
+    }
+    out
+}
+
+/// The scheduler loop. It never waits on the network: every batch is sent by a task of its own.
+/// Ends when nothing is registered (every registered lease keeps its manager, and so this
+/// watchdog, alive).
+async fn run(_running: OnDrop<impl FnOnce()>, dog: Arc<Watchdog>, backend: Backend) {
+    loop {
+        let Some(plan) = dog.plan(Instant::now()) else {
+            return;
+        };
+        for batch in batches(&backend, plan.batch) {
+            let in_flight = InFlight {
+                dog: Arc::clone(&dog),
+                batch,
+            };
+            backend.spawn(in_flight.send(backend.clone()));
+        }
+        let wake_at = plan.wake_at.unwrap_or_else(Instant::now);
+        let woken = dog.wake.notified();
+        tokio::select! {
+            () = woken => {}
+            () = tokio::time::sleep_until(wake_at) => {}
+        }
     }
 }
