@@ -1,9 +1,9 @@
 //! [`Node`]: one Redis endpoint the backend sends its scripts to.
 //!
 //! A node is a connection that routes and reconnects by itself; it runs no lock protocol (which
-//! leases share a call is the backend's choice). It implements redis-rs'
-//! [`ConnectionLike`](redis::aio::ConnectionLike), so a script call (EVALSHA with the NOSCRIPT
-//! fallback, see `scripts::Call`) works the same on every kind.
+//! leases share a call is the backend's choice). It implements redis-rs' [`ConnectionLike`], so
+//! a script call (EVALSHA with the NOSCRIPT fallback, see `scripts::Call`) works the same on
+//! every kind.
 
 use std::time::Duration;
 

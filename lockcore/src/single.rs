@@ -239,7 +239,7 @@ impl Single {
 
     /// Compare-and-`PEXPIRE` of every `(key, token, ttl)` of one
     /// [`renewal_groups`](Self::renewal_groups) group, in one script call; see
-    /// [`renew_on`](crate::renew::renew_on) for the entries.
+    /// [`renew_on`] for the entries.
     ///
     /// # Errors
     /// [`LockError::Redis`] when the call fails.
