@@ -24,6 +24,7 @@ mod redact;
 mod redlock;
 mod reentrancy;
 mod replicas;
+mod round_trip;
 mod scripts;
 mod sentinel;
 mod shared;
