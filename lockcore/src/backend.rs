@@ -130,6 +130,9 @@ impl Backend {
                 let vote = single.acquire(key, counter_key, token, ttl, queue).await;
                 let vote = match vote {
                     Ok(vote) => Ok(vote),
+                    // Nothing ran, and a queued waiter keeps its place: its value stays its
+                    // identity in the queue, and its acquire call withdraws it when it ends.
+                    Err(err) if queue.is_some() && err.script_never_ran() => Err(err),
                     Err(err) => {
                         // The SET may have been applied even though its reply was lost.
                         if let Err(cleanup) = single.release(key, token).await {

@@ -307,6 +307,7 @@ impl LockManagerBuilder {
         };
         let runtime = Handle::current();
         let channel = Handoff::channel_for(&self.key_prefix);
+        let rt = self.response_timeout;
         let no_url = || {
             LockError::InvalidOptions {
             reason: "no Redis URL given; call `.url(\"redis://host:port/\")`, `.nodes([..])`, `.cluster([..])` or `.sentinel([..], name)` on the builder".to_owned(),
@@ -318,12 +319,14 @@ impl LockManagerBuilder {
             Topology::Nodes(urls) if urls.len() == 1 => {
                 let client = Node::client(&urls[0], &options)?;
                 let node = Node::connect(client.clone(), &options).await?;
-                let handoff =
-                    Handoff::new(PubSubSource::Fixed(vec![client]), channel, runtime.clone());
-                (
-                    self.single(node, handoff, runtime).await,
-                    self.counter(false)?,
-                )
+                let handoff = Handoff::new(
+                    PubSubSource::Fixed(vec![client]),
+                    channel,
+                    runtime.clone(),
+                    rt,
+                );
+                let counter = self.counter(false)?;
+                (self.single(node, handoff, runtime, counter).await, counter)
             }
             Topology::Nodes(_) if self.replicas.is_some() => {
                 return Err(LockError::InvalidOptions {
@@ -347,11 +350,10 @@ impl LockManagerBuilder {
                     .iter()
                     .map(|url| Node::client(url, &options))
                     .collect::<Result<Vec<_>, _>>()?;
-                let handoff = Handoff::new(PubSubSource::Fixed(clients), channel, runtime.clone());
-                (
-                    self.single(node, handoff, runtime).await,
-                    self.counter(true)?,
-                )
+                let handoff =
+                    Handoff::new(PubSubSource::Fixed(clients), channel, runtime.clone(), rt);
+                let counter = self.counter(true)?;
+                (self.single(node, handoff, runtime, counter).await, counter)
             }
             Topology::Sentinel { sentinels, .. } if sentinels.is_empty() => return Err(no_url()),
             Topology::Sentinel {
@@ -364,11 +366,11 @@ impl LockManagerBuilder {
                     PubSubSource::Sentinel(primary.clone()),
                     channel,
                     runtime.clone(),
+                    rt,
                 );
-                (
-                    self.single(Node::Sentinel(primary), handoff, runtime).await,
-                    self.counter(false)?,
-                )
+                let counter = self.counter(false)?;
+                let node = Node::Sentinel(primary);
+                (self.single(node, handoff, runtime, counter).await, counter)
             }
         };
         Ok(LockManager::new(Shared {
@@ -390,11 +392,27 @@ impl LockManagerBuilder {
     }
 
     /// The single-node backend over `node`, subscribed for wake-ups.
-    async fn single(&self, node: Node, handoff: Handoff, runtime: Handle) -> Backend {
+    async fn single(
+        &self,
+        node: Node,
+        handoff: Handoff,
+        runtime: Handle,
+        counter: FencingCounter,
+    ) -> Backend {
         let handoff = Arc::new(handoff);
-        // Subscribe now, so that the first contended waiter is already woken by a push.
+        // Subscribe now, so that the first contended waiter is already woken by a push; and
+        // time one round trip, which sizes the first waiter's claim window and entry lease.
         handoff.subscribe().await;
-        let single = Single::new(node, handoff, self.key_prefix.clone(), self.replicas);
+        let started = tokio::time::Instant::now();
+        if redis::cmd("PING")
+            .query_async::<()>(&mut node.clone())
+            .await
+            .is_ok()
+        {
+            handoff.record_round_trip(started.elapsed());
+        }
+        let prefix = self.key_prefix.clone();
+        let single = Single::new(node, handoff, prefix, counter, self.replicas);
         Backend::single(single, runtime)
     }
 

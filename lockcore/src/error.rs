@@ -69,6 +69,19 @@ pub enum LockError {
         /// Replicas that were required.
         needed: usize,
     },
+    /// The lock key holds a Redis value of another type than a string (a list, a hash, ...):
+    /// something other than a lock client wrote it, so nobody holds it as a lock and waiting
+    /// would never end. Returned by an acquire at once, before its wait budget; the key is left
+    /// untouched. Rename the lock or remove the foreign key.
+    #[error(
+        "the key `{key}` holds a Redis {found}, not a lock; expected a string lock value or no key"
+    )]
+    NotALock {
+        /// The full Redis key, prefix included.
+        key: String,
+        /// The Redis type the key holds (`TYPE`): `list`, `hash`, `set`, `zset`, `stream`.
+        found: String,
+    },
     /// [`default_manager`](crate::default_manager) was called (directly or by
     /// `#[distributed_lock]` without `manager = ..`) before
     /// [`set_default_manager`](crate::set_default_manager).
@@ -132,5 +145,21 @@ impl LockError {
     /// `true` for [`LockError::Redis`]: the backend failed or could not be reached.
     pub fn is_redis(&self) -> bool {
         matches!(self, LockError::Redis(_))
+    }
+
+    /// A refusal Redis Cluster answers before it runs a command (`TRYAGAIN`: a slot migration
+    /// has split the script's keys; `ASK`, `MOVED`, `CLUSTERDOWN`): nothing was written, and
+    /// the same call may succeed once the cluster settles.
+    pub(crate) fn script_never_ran(&self) -> bool {
+        use redis::{ErrorKind, ServerErrorKind};
+        matches!(self, LockError::Redis(e) if matches!(
+            e.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::TryAgain
+                    | ServerErrorKind::Ask
+                    | ServerErrorKind::Moved
+                    | ServerErrorKind::ClusterDown
+            )
+        ))
     }
 }

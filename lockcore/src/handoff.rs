@@ -3,12 +3,13 @@
 //!
 //! # Behavior
 //! - **Pushed, in one trip.** A waiter that finds the key held puts its value in a per-key
-//!   queue (a Redis list) and writes its *waiter key* (its TTL, channel and fencing counter,
-//!   living while it refreshes it) in the same script call, after registering for wake-ups:
-//!   no wake-up can be lost between the check and the wait. The release script grants the lock
-//!   to the first live waiter itself: it sets the key to that waiter's value for a short claim
-//!   window, mints its fencing token and publishes `<token> <fencing token> <seq>` on its
-//!   manager's channel. The woken waiter starts at once, with no claim round trip: from a
+//!   queue (a Redis list) and its *entry* (its liveness deadline by Redis' clock, TTL, claim
+//!   window, channel and fencing counter) in the key's entries hash, in the same script call,
+//!   after registering for wake-ups: no wake-up can be lost between the check and the wait. The
+//!   release script grants the lock to the first live waiter itself: it sets the key to that
+//!   waiter's value (its `acquired_at` stamped with the time of the grant) for the waiter's
+//!   claim window, mints its fencing token and publishes `<token> <fencing token> <seq> <value>`
+//!   on its manager's channel. The woken waiter starts at once, with no claim round trip: from a
 //!   release call to the next holder's acquire returning is one trip to Redis and one push.
 //!   Its lease's deadline is the claim window, counted from the start of its latest queued
 //!   attempt (the grant came later); its first renewal, due a third of the way in, sets the
@@ -22,13 +23,19 @@
 //! - **Robust.** A waiter re-checks at least every [`REFRESH`] (250 ms; jittered down to
 //!   125 ms so that waiters that queued together do not re-check together), never later than the
 //!   holder's remaining TTL, and never past its wait budget; that re-check also refreshes its
-//!   waiter key. A waiter key that is not refreshed for [`ENTRY_LEASE`] (600 ms) expires and its
-//!   queue entry is skipped, and a lock handed to a waiter that does not start lapses after
-//!   [`CLAIM_WINDOW`] (500 ms). So a waiter that died while queued holds the others up for less
-//!   than 1 s, and a missed wake-up (a killed pub/sub connection) costs at most one refresh
-//!   interval: the re-check finds the key holding its value. A wake-up is used only when it
-//!   answers the waiter's latest attempt (its `seq`), so a late one never starts a body on a
-//!   lease that has lapsed.
+//!   entry. An entry that is not refreshed for its lease ([`ENTRY_LEASE`], 600 ms, plus twice
+//!   the waiter's round trip) is skipped, and a lock handed to a waiter that does not start
+//!   lapses after its claim window ([`CLAIM_WINDOW`], 500 ms, plus twice the round trip). Both
+//!   follow the waiter's round trip to Redis (measured on its manager's calls, at most its
+//!   response timeout), so a waiter on a slow link keeps its turn and can use its grant, while
+//!   a waiter that died on a fast link holds the others up for about 1 s. A missed wake-up (a
+//!   killed pub/sub connection) costs at most one refresh interval: the re-check finds the key
+//!   holding its value. A wake-up is used only when it answers the waiter's latest attempt (its
+//!   `seq`), so a late one never starts a body on a lease that has lapsed.
+//! - **Declared keys.** Every key a queue script touches (the lock key, the fencing counter,
+//!   the queue and the entries) is passed in `KEYS` and shares the lock key's cluster slot, so
+//!   a script whose keys a slot migration has split fails before it writes (`TRYAGAIN`), and a
+//!   queued waiter waits that out within its budget.
 //! - **Economical.** All waiters of one manager share one pub/sub connection and one channel,
 //!   `<prefix>__wake__:<uuid>`, subscribed once when the manager is built (and re-opened in the
 //!   background if the connection is lost). The queue keys expire on their own when no waiter
@@ -46,16 +53,25 @@ use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
 use crate::defer::OnDrop;
+use crate::round_trip::RoundTrip;
 use crate::sentinel::SentinelPrimary;
 
-/// How long a waiter key lives without a refresh.
+/// How long a waiter's entry lives without a re-check, before twice its round trip is added.
 pub(crate) const ENTRY_LEASE: Duration = Duration::from_millis(600);
 /// The longest a queued waiter sleeps between re-checks (each one refreshes its entry).
 pub(crate) const REFRESH: Duration = Duration::from_millis(250);
-/// How long a lock handed to a waiter lives until its first renewal sets the full TTL.
+/// How long a lock handed to a waiter lives until its first renewal sets the full TTL, before
+/// twice the waiter's round trip is added.
 pub(crate) const CLAIM_WINDOW: Duration = Duration::from_millis(500);
 /// The longest the pub/sub connection may take to open and subscribe.
 const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The claim window and entry lease of a waiter whose round trip to Redis is `rtt`: a grant
+/// can reach it up to two round trips and one refresh interval after its attempt started, and
+/// its re-checks arrive up to one round trip and one refresh interval apart.
+pub(crate) fn windows(rtt: Duration) -> (Duration, Duration) {
+    (CLAIM_WINDOW + rtt * 2, ENTRY_LEASE + rtt * 2)
+}
 
 /// A queued waiter's next re-check: uniform in [1/2, 1] × [`REFRESH`], so that waiters that
 /// queued together do not re-check together.
@@ -63,50 +79,52 @@ pub(crate) fn refresh_delay() -> Duration {
     REFRESH.mul_f64(0.5 + 0.5 * fastrand::f64())
 }
 
-/// The waiter queue of `lock_key` (prefix included) and the prefix of its waiter keys (a
-/// waiter's key is the prefix followed by its token): under the same prefix (so an ACL on
-/// `~<prefix>*` covers them), and in the lock key's cluster slot.
+/// The waiter queue of `lock_key` (prefix included) and its entries hash: under the same
+/// prefix (so an ACL on `~<prefix>*` covers them), and in the lock key's cluster slot.
 pub(crate) fn queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
     (
-        aux_key(prefix, QUEUE_NAME, lock_key, ""),
-        aux_key(prefix, ENTRIES_NAME, lock_key, ":"),
+        aux_key(prefix, QUEUE_NAME, lock_key),
+        aux_key(prefix, ENTRIES_NAME, lock_key),
     )
 }
 
 /// The waiter queue of `lock_key`, the first of [`queue_keys`].
 pub(crate) fn queue_key(prefix: &str, lock_key: &str) -> String {
-    aux_key(prefix, QUEUE_NAME, lock_key, "")
+    aux_key(prefix, QUEUE_NAME, lock_key)
 }
 
-/// `<prefix><kind>{<tag>}<name><end>`: an auxiliary key of `lock_key` in its cluster slot.
-fn aux_key(prefix: &str, kind: &str, lock_key: &str, end: &str) -> String {
+/// `<prefix><kind>{<tag>}<name>`: an auxiliary key of `lock_key` in its cluster slot.
+fn aux_key(prefix: &str, kind: &str, lock_key: &str) -> String {
     let tag = crate::slot::tag_for(lock_key);
     let name = lock_key.strip_prefix(prefix).unwrap_or(lock_key);
-    let mut key =
-        String::with_capacity(prefix.len() + kind.len() + tag.len() + name.len() + end.len() + 2);
-    for part in [prefix, kind, "{", tag, "}", name, end] {
+    let mut key = String::with_capacity(prefix.len() + kind.len() + tag.len() + name.len() + 2);
+    for part in [prefix, kind, "{", tag, "}", name] {
         key.push_str(part);
     }
     key
 }
 
-/// A hand-over's wake-up: the fencing token the release minted for the waiter, and the
-/// sequence number of the waiter's attempt whose waiter key the release read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A hand-over's wake-up: the fencing token the release minted for the waiter, the sequence
+/// number of the waiter's attempt whose entry the release read, and the value the release
+/// stored (its `acquired_at` stamped with the time of the grant). A wake-up without a value
+/// (`<token> 0 0`) grants nothing: it asks the waiter to re-check at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Grant {
     pub(crate) fencing_token: u64,
     pub(crate) seq: u64,
+    pub(crate) stored: Option<String>,
 }
 
-/// Parses a wake-up payload `<token> <fencing token> <seq>`.
+/// Parses a wake-up payload `<token> <fencing token> <seq>[ <stored value>]`.
 fn parse_wake_up(payload: &str) -> Option<(&str, Grant)> {
-    let mut parts = payload.split(' ');
+    let mut parts = payload.splitn(4, ' ');
     let (token, fencing, seq) = (parts.next()?, parts.next()?, parts.next()?);
     Some((
         token,
         Grant {
             fencing_token: fencing.parse().ok()?,
             seq: seq.parse().ok()?,
+            stored: parts.next().map(str::to_owned),
         },
     ))
 }
@@ -160,6 +178,8 @@ pub(crate) struct Handoff {
     shutdown: Arc<Notify>,
     /// Where the listener runs when the caller has no runtime (see `spawn`).
     runtime: Handle,
+    /// The round trip of this manager's calls, which sizes its waiters' windows.
+    round_trip: RoundTrip,
 }
 
 impl Drop for Handoff {
@@ -169,7 +189,13 @@ impl Drop for Handoff {
 }
 
 impl Handoff {
-    pub(crate) fn new(source: PubSubSource, channel: String, runtime: Handle) -> Self {
+    /// The wake-ups of one manager; `response_timeout` caps its round-trip estimate.
+    pub(crate) fn new(
+        source: PubSubSource,
+        channel: String,
+        runtime: Handle,
+        response_timeout: Duration,
+    ) -> Self {
         Handoff {
             source,
             channel,
@@ -180,7 +206,18 @@ impl Handoff {
             starting: tokio::sync::Mutex::new(()),
             shutdown: Arc::new(Notify::new()),
             runtime,
+            round_trip: RoundTrip::new(response_timeout),
         }
+    }
+
+    /// A call of this manager to Redis took `sample`.
+    pub(crate) fn record_round_trip(&self, sample: Duration) {
+        self.round_trip.record(sample);
+    }
+
+    /// The claim window and entry lease this manager's waiters ask for now (see [`windows`]).
+    pub(crate) fn windows(&self) -> (Duration, Duration) {
+        windows(self.round_trip.estimate())
     }
 
     /// A fresh wake-up channel for a manager with this key prefix: under the prefix, so that one
@@ -390,7 +427,20 @@ mod tests {
                 token,
                 Grant {
                     fencing_token: 42,
-                    seq: 3
+                    seq: 3,
+                    stored: None,
+                }
+            ))
+        );
+        let value = format!("{token} {{\"pid\":1,\"acquired_at\":7}}");
+        assert_eq!(
+            parse_wake_up(&format!("{token} 9007199254740993 4 {value}")),
+            Some((
+                token,
+                Grant {
+                    fencing_token: 9_007_199_254_740_993,
+                    seq: 4,
+                    stored: Some(value.clone()),
                 }
             ))
         );
@@ -401,12 +451,12 @@ mod tests {
 
     #[test]
     fn queue_keys_share_the_lock_keys_slot_and_prefix() {
-        let (queue, waiter_prefix) = queue_keys("lock:", "lock:order:1");
+        let (queue, entries) = queue_keys("lock:", "lock:order:1");
         let tag = crate::slot::tag_for("lock:order:1");
         assert_eq!(queue, format!("lock:__waitq__{{{tag}}}order:1"));
-        assert_eq!(waiter_prefix, format!("lock:__waiters__{{{tag}}}order:1:"));
+        assert_eq!(entries, format!("lock:__waiters__{{{tag}}}order:1"));
         let slot = crate::slot::key_hash_slot(b"lock:order:1");
         assert_eq!(crate::slot::key_hash_slot(queue.as_bytes()), slot);
-        assert_eq!(crate::slot::key_hash_slot(waiter_prefix.as_bytes()), slot);
+        assert_eq!(crate::slot::key_hash_slot(entries.as_bytes()), slot);
     }
 }

@@ -20,10 +20,11 @@
 //! script change. A value that is a bare token (written by an older version) is still valid:
 //! [`split_value`] returns no metadata for it.
 //!
-//! `acquired_at` is the wall-clock time at which the value was minted: the start of the
-//! successful attempt, except for a call that queued for hand-off (single node), whose one
-//! value (its identity in the queue) is minted when the call starts; there it is the time the
-//! call began waiting, at most its wait budget before the hand-off.
+//! `acquired_at` is the wall-clock time at which the lock was taken: the client's clock when
+//! the value is minted, just before the attempt that takes a free key; the Redis server's clock
+//! (`TIME`) when a queued waiter gets the key, by a hand-over's grant or by its own re-check:
+//! the script then stores the value with `acquired_at` replaced, and the guard holds the stored
+//! value ([`LockGuard::stored_value`](crate::LockGuard::stored_value)).
 //!
 //! The static part (host, pid, label) is encoded once per manager; an acquire adds the token,
 //! the time and the template.
@@ -53,26 +54,29 @@ pub fn split_value(value: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// The hand-off waiter queue of `lock_key` (the full key, prefix included), and the prefix of
-/// its waiter keys. The queue is a Redis list of waiters' lock values in queue order; the
-/// waiter key of a queued value is the prefix followed by the value's token (up to its first space), and
-/// exists while that waiter is live (it refreshes the key's 600 ms TTL). Its value is
-/// `<ttl_ms>|<seq>|<channel length>|<channel><fencing counter key>`. All live under `prefix`
-/// and in `lock_key`'s cluster slot.
+/// The hand-off waiter queue of `lock_key` (the full key, prefix included) and its entries. The
+/// queue is a Redis list of waiters' lock values in queue order; the entries are a hash with one
+/// field per queued waiter's token, whose value is
+/// `<deadline_ms>|<ttl_ms>|<seq>|<claim_ms>|<counter length>|<fencing counter key><channel>`:
+/// the waiter counts as live until `deadline_ms` by the Redis server's clock (`TIME`, ms since
+/// the Unix epoch; see [`entry_deadline_ms`]), and a release skips a queued value whose entry
+/// is missing or past its deadline. Both live under `prefix` and in `lock_key`'s cluster slot.
 ///
-/// A waiter's queued value is exactly the value it will hold once the lock is handed to it.
+/// A waiter's queued value is the value it will hold once the lock is handed to it, with its
+/// `acquired_at` stamped with the time of the grant.
 pub fn waiter_queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
     crate::handoff::queue_keys(prefix, lock_key)
 }
 
-/// The waiter key of the queued lock value `value`, given the waiter key prefix from
-/// [`waiter_queue_keys`].
-pub fn waiter_key(waiter_prefix: &str, value: &str) -> String {
-    let token = token_of(value);
-    let mut key = String::with_capacity(waiter_prefix.len() + token.len());
-    key.push_str(waiter_prefix);
-    key.push_str(token);
-    key
+/// The deadline (ms since the Unix epoch, by the Redis server's clock) until which the waiter
+/// whose entry is `entry` counts as live; `None` for a malformed entry.
+///
+/// ```
+/// assert_eq!(lockcore::holder::entry_deadline_ms("1764579600123|10000|2|500|5|lock:c"), Some(1764579600123));
+/// assert_eq!(lockcore::holder::entry_deadline_ms("garbage"), None);
+/// ```
+pub fn entry_deadline_ms(entry: &str) -> Option<u64> {
+    entry.split_once('|')?.0.parse().ok()
 }
 
 /// Whether `key` (full key, prefix included) is one of the library's auxiliary keys under
@@ -271,6 +275,7 @@ mod tests {
     #[test]
     fn auxiliary_keys_are_recognised() {
         let (queue, entries) = waiter_queue_keys("lock:", "lock:order:1");
+        assert!(entries.contains("__waiters__"));
         for key in [queue.as_str(), entries.as_str(), "lock:__fencing_counter__"] {
             assert!(is_auxiliary_key("lock:", key), "{key}");
         }

@@ -42,8 +42,11 @@ pub(crate) struct Lease {
     /// The whole lock value: token and holder metadata (see `holder`).
     pub(crate) token: String,
     pub(crate) fencing_token: u64,
-    /// When the successful acquire attempt started.
+    /// When the successful acquire attempt started (the validity is counted from here).
     pub(crate) acquired_at: Instant,
+    /// When the lease was handed to its guard: the holder's own time starts here (a waiter's
+    /// wait before a hand-over is not held time).
+    pub(crate) held_since: Instant,
     /// The `#[distributed_lock]` key template, for telemetry labels.
     pub(crate) key_template: Option<&'static str>,
     times: Mutex<Times>,
@@ -70,6 +73,7 @@ impl Lease {
             token,
             fencing_token,
             acquired_at: attempt_start,
+            held_since: Instant::now(),
             key_template: None,
             times: Mutex::new(Times {
                 ttl,

@@ -25,6 +25,7 @@ mod redlock;
 mod reentrancy;
 mod renew;
 mod replicas;
+mod round_trip;
 mod scripts;
 mod sentinel;
 mod shared;

@@ -192,13 +192,34 @@ impl LockManager {
         for seq in 1.. {
             let token = call_token.clone().unwrap_or_else(|| self.new_value(opts));
             let give_up_at = started + opts.wait_budget();
-            let queue = wake_channel.map(|channel| QueueTicket { channel, seq });
+            // The windows this attempt asks for follow the manager's round trip to Redis; a
+            // grant that answers it lives the claim window sent here.
+            let (claim, lease) = handoff.map_or((Duration::ZERO, Duration::ZERO), |h| h.windows());
+            let queue = wake_channel.map(|channel| QueueTicket {
+                channel,
+                seq,
+                claim,
+                lease,
+            });
             let attempt_start = Instant::now();
             probe.attempt();
-            match self
+            let attempt = self
                 .attempt(&key, token, opts, queue, Some(give_up_at), attempt_start)
-                .await?
-            {
+                .await;
+            if let Some(handoff) = handoff {
+                handoff.record_round_trip(attempt_start.elapsed());
+            }
+            let attempt = match attempt {
+                Ok(attempt) => attempt,
+                // The script never ran (its keys are split by a slot migration, or the cluster
+                // is reconfiguring): wait it out within the budget, as for a held key.
+                Err(err) if !opts.wait_budget().is_zero() && err.script_never_ran() => {
+                    tracing::debug!(key, error = %err, "lock script refused during a cluster change; retrying within the wait budget");
+                    Attempt::Held { holder_ttl: None }
+                }
+                Err(err) => return Err(err),
+            };
+            match attempt {
                 Attempt::Acquired(guard) => {
                     if let Some(withdraw) = withdraw {
                         withdraw.disarm();
@@ -243,7 +264,7 @@ impl LockManager {
                 (Some(waiter), Some(value)) => waiter
                     .take_grant()
                     .filter(|grant| grant.seq == seq)
-                    .and_then(|grant| self.granted(&key, value, opts, grant, attempt_start)),
+                    .and_then(|grant| self.granted(&key, value, opts, grant, attempt_start, claim)),
                 _ => None,
             };
             if let Some(guard) = granted {
@@ -257,13 +278,15 @@ impl LockManager {
         unreachable!("a u64 sequence of attempts does not run out")
     }
 
-    /// The guard for a hand-over's grant that answers the queued attempt started at `start`:
-    /// the release set the key to `value` with a TTL of the claim window (at most `opts`'
-    /// ttl) after that attempt ran, so the lease is valid until `start` + the claim window −
-    /// drift allowance; its first renewal sets the full ttl. `None` when that deadline has
-    /// passed already (the wake-up came late) or the grant is unusable (a fencing token of 0
-    /// from a counter lockcore did not mint, or a manager that must confirm with `WAIT`):
-    /// the waiter then re-checks.
+    /// The guard for a hand-over's grant that answers the queued attempt started at `start`,
+    /// which asked for the claim window `claim`: the release set the key to the grant's stored
+    /// value (the waiter's `value` with `acquired_at` stamped) with a TTL of the claim window
+    /// (at most `opts`' ttl) after that attempt ran, so the lease is valid until `start` + the
+    /// claim window − drift allowance; its first renewal sets the full ttl. `None` when that
+    /// deadline has passed already (the wake-up came late) or the grant is unusable (a
+    /// wake-up that only asks for a re-check, a fencing token of 0 from a counter lockcore did
+    /// not mint, a value that is not this waiter's, or a manager that must confirm with
+    /// `WAIT`): the waiter then re-checks.
     fn granted(
         &self,
         key: &str,
@@ -271,20 +294,25 @@ impl LockManager {
         opts: &LockOptions,
         grant: Grant,
         start: Instant,
+        claim: Duration,
     ) -> Option<LockGuard> {
         let counter_key =
             fencing::counter_key(&self.shared.key_prefix, key, self.shared.fencing_counter);
         let fenced = counter_key != key;
-        if !self.shared.backend.starts_on_grant() || (fenced && grant.fencing_token == 0) {
+        let stored = grant.stored?;
+        if !self.shared.backend.starts_on_grant()
+            || (fenced && grant.fencing_token == 0)
+            || crate::holder::token_of(&stored) != crate::holder::token_of(value)
+        {
             return None;
         }
         let ttl = opts.ttl();
         let lease = Lease::handed_over(
             key.to_owned(),
-            value.to_owned(),
+            stored,
             grant.fencing_token,
             ttl,
-            ttl.min(handoff::CLAIM_WINDOW),
+            ttl.min(claim),
             start,
         )
         .with_key_template(opts.key_template_value());
@@ -362,8 +390,12 @@ impl LockManager {
             give_up_at,
         };
         match self.shared.backend.attempt(&request, attempt_start).await? {
-            Vote::Won { fencing_token } => {
-                let lease = Lease::new(key.to_owned(), token, fencing_token, ttl, attempt_start)
+            Vote::Won {
+                fencing_token,
+                stored,
+            } => {
+                let value = stored.unwrap_or(token);
+                let lease = Lease::new(key.to_owned(), value, fencing_token, ttl, attempt_start)
                     .with_key_template(opts.key_template_value());
                 Ok(Attempt::Acquired(LockGuard::new(
                     Arc::clone(&self.shared),

@@ -122,6 +122,8 @@ impl Redlock {
         // The fencing token each winning node minted.
         let mut minted: Vec<Option<u64>> = vec![None; n];
         let mut holder_ttl: Option<Duration> = None;
+        // A node whose key holds another type: the key is not a lock (reported after the round).
+        let mut not_a_lock: Option<LockError> = None;
         let ttl_ms = duration_ms(ttl);
         // `FencingCounter::Off`: the counter key is the lock key, and nothing is minted.
         let fenced = counter_key != key;
@@ -134,12 +136,17 @@ impl Redlock {
                     .key(counter_key)
                     .arg(token)
                     .arg(ttl_ms)
-                    .invoke_async::<(i64, i64)>(&mut node)
+                    .invoke_async::<redis::Value>(&mut node)
                     .await
             },
             |index, reply| {
-                match reply.map(|reply| reply.and_then(|r| Vote::from_reply(r, fenced))) {
-                    Some(Ok(Vote::Won { fencing_token })) => {
+                let vote = reply.map(|reply| {
+                    reply
+                        .map_err(LockError::from)
+                        .and_then(|r| Vote::from_reply(r, fenced, key))
+                });
+                match vote {
+                    Some(Ok(Vote::Won { fencing_token, .. })) => {
                         won += 1;
                         minted[index] = Some(fencing_token);
                     }
@@ -149,19 +156,29 @@ impl Redlock {
                             holder_ttl = Some(holder_ttl.map_or(ttl, |t| t.min(ttl)));
                         }
                     }
+                    Some(Err(err @ LockError::NotALock { .. })) => {
+                        failed += 1;
+                        not_a_lock = Some(err);
+                    }
                     Some(Err(_)) | None => failed += 1,
                 }
                 won >= quorum || won + (n - won - held - failed) < quorum
             },
         )
         .await;
+        if let Some(err) = not_a_lock {
+            return Err(err);
+        }
         if won >= quorum {
             let fencing_token = minted.iter().flatten().copied().max().unwrap_or(0);
             if fenced {
                 self.raise_counters(counter_key, fencing_token, &minted, ttl)
                     .await?;
             }
-            return Ok(Vote::Won { fencing_token });
+            return Ok(Vote::Won {
+                fencing_token,
+                stored: None,
+            });
         }
         if failed > n - quorum {
             return Err(LockError::QuorumUnreachable {

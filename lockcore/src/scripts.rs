@@ -2,15 +2,13 @@
 //!
 //! Each script is hashed once; [`Call`] sends `EVALSHA` and, on `NOSCRIPT` (for example after
 //! `SCRIPT FLUSH` or a fail-over), loads the script on the node that refused it and sends the
-//! call again. Scripts read user data only from `KEYS` and `ARGV`; only lockcore's own constants
-//! (the hand-off's entry lease and claim window) are written into the Lua source.
+//! call again. Scripts read user data only from `KEYS` and `ARGV`, and touch only the keys in
+//! `KEYS`; only lockcore's own constants are written into the Lua source.
 
 use once_cell::sync::Lazy;
 use redis::Script;
 
-use crate::handoff;
 use crate::node::Node;
-use crate::options::duration_ms;
 
 /// A script whose body may call `value_of(key)`: the key's string value, `false` when the key
 /// is missing, and `''` (never a token) when the key holds another type; any other error of
@@ -18,8 +16,9 @@ use crate::options::duration_ms;
 /// `WRONGTYPE` there, which aborts the whole script: one foreign value would fail every key
 /// of a renewal batch, and a release would report a Redis error instead of `Lost`.
 ///
-/// It may also call `mint()`: the next fencing token from the counter `KEYS[2]`, or 0 when
-/// `KEYS[2]` is the lock key itself (`FencingCounter::Off`: no counter is touched).
+/// It may also call `owns(value, token)`: whether the lock value `value` is the one of the
+/// holder whose token is `token` (the value's first word; a value may carry holder metadata
+/// after its token, which a hand-over stamps), and `token_of(value)`.
 fn with_value_of(body: &str) -> Lua {
     Lua::new(format!("{VALUE_OF}{body}"))
 }
@@ -66,115 +65,190 @@ local function value_of(key)
   end
   return value
 end
-local function mint()
-  if KEYS[2] == KEYS[1] then return 0 end
-  return redis.call('INCR', KEYS[2])
+local function token_of(value)
+  return string.match(value, '^[^ ]*')
+end
+local function owns(value, token)
+  return value and string.sub(value, 1, #token) == token
+    and (#value == #token or string.byte(value, #token + 1) == 32)
 end";
 
-/// Acquire: `SET key token NX PX ttl`, and on success mint the fencing token in the same script.
+/// The fencing helpers: `mint(counter)` increments the fencing counter `counter` and returns
+/// the new token, or 0 when `counter` is `KEYS[1]`, the lock key itself (`FencingCounter::Off`:
+/// no counter is touched); `decimal(n)` writes a token in decimal.
+///
+/// A Lua number is a double, exact only up to 2^53: above that `INCR`'s reply is rounded, so
+/// `mint` then reads the counter back as a string, and returns that (a bulk reply, which the
+/// client parses as an integer). Every token stays exact over the whole range of the counter,
+/// up to `i64::MAX`.
+const FENCING: &str = "
+local function mint(counter)
+  if counter == KEYS[1] then return 0 end
+  local n = redis.call('INCR', counter)
+  if n >= 9007199254740992 then return redis.call('GET', counter) end
+  return n
+end
+local function decimal(n)
+  if type(n) == 'number' then return string.format('%d', n) end
+  return n
+end";
+
+/// The reply `{-1, <type>}` for a lock key that holds another type than a string (a list, a
+/// hash, ...), from the error `reply` of a `GET` on it; any other error aborts the script.
+/// No lock holder ever writes such a key: it is a client's mistake, reported at once as
+/// `LockError::NotALock` rather than as a lock somebody holds.
+const NOT_A_LOCK: &str = "
+local function not_a_lock(reply)
+  if not (reply.err and string.find(reply.err, 'WRONGTYPE', 1, true)) then error(reply) end
+  return {-1, redis.call('TYPE', KEYS[1])['ok']}
+end";
+
+/// Acquire (Redlock, on each node): `SET key token NX PX ttl`, and on success mint the fencing
+/// token in the same script.
 ///
 /// - `KEYS[1]` lock key, `KEYS[2]` fencing counter key (the lock key again: no fencing)
-/// - `ARGV[1]` token, `ARGV[2]` ttl in ms
+/// - `ARGV[1]` lock value, `ARGV[2]` ttl in ms
 ///
-/// Returns `{1, fencing_token}` (0 without fencing) when acquired, otherwise `{0, pttl_ms}` of the current holder
-/// (`-1`: the key has no expiry).
+/// Returns `{1, fencing_token}` (0 without fencing) when acquired, `{0, pttl_ms}` of the
+/// current holder otherwise (`-1`: the key has no expiry), `{-1, type}` when the key holds
+/// another type than a string.
 pub(crate) static ACQUIRE: Lazy<Lua> = Lazy::new(|| {
-    with_value_of(
-        r"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, mint()}
-end
-return {0, redis.call('PTTL', KEYS[1])}
-",
-    )
+    Lua::new(format!(
+        r"{FENCING}{NOT_A_LOCK}
+local old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+if not old then return {{1, mint(KEYS[2])}} end
+if type(old) == 'table' then return not_a_lock(old) end
+return {{0, redis.call('PTTL', KEYS[1])}}
+"
+    ))
 });
 
-/// The fair hand-off queue's Lua helpers, for [`ACQUIRE_QUEUED`] and [`RELEASE_HANDOFF`].
+/// The fair hand-off queue's Lua helpers, for [`ACQUIRE_QUEUED`] and [`RELEASE_HANDOFF`], whose
+/// keys are both `KEYS[1]` lock key, `KEYS[2]` the caller's fencing counter (the lock key
+/// itself without fencing), `KEYS[3]` the waiter queue, `KEYS[4]` the waiter entries. Every key
+/// a script touches is one of these four (they share the lock key's cluster slot), so a script
+/// whose keys are split by a slot migration fails before it writes (`TRYAGAIN`).
 ///
-/// The queue of a lock key is a list of waiters' lock values in arrival order; each waiter
-/// also has a *waiter key*, `<waiter prefix><token>` (the token is the value up to its first
-/// space), that lives while the waiter refreshes it (`PX` entry lease) and holds
-/// `ttl_ms|seq|channel_len|channel<counter key>`: what a release needs to hand the lock over
-/// without a round trip to the waiter. A queued value whose waiter key is gone (it withdrew
-/// or died) is skipped. The waiter keys share the lock key's hash tag, so every key a script
-/// touches is in one cluster slot.
+/// The queue is a list of waiters' lock values in arrival order. The entries are a hash, one
+/// field per queued waiter's token:
+/// `<deadline_ms>|<ttl_ms>|<seq>|<claim_ms>|<counter length>|<counter key><channel>`, where the
+/// deadline (Redis' clock, `TIME`) is how long the waiter counts as live without a re-check,
+/// `seq` the sequence number of its latest attempt (echoed by a hand-over), `claim_ms` how long
+/// a lock handed to it lives until its first renewal, and the counter and channel those of the
+/// waiter's manager. A queued value whose entry is gone or past its deadline is skipped. The
+/// two keys expire together, [`QUEUE_TTL_FLOOR_MS`] (or 4 entry leases) after the last change.
 ///
-/// `hand_over(key, queue, prefix, claim_ms, self, head)` gives the free `key` to the first live
-/// waiter, starting with `head` (just popped from the queue): it pops the queue until a waiter
-/// key exists, deletes that waiter key, and (unless
-/// that waiter is `self`: then it returns `true` and the caller takes the key) sets `key` to
-/// the waiter's value with `PX min(claim_ms, ttl)`, mints its fencing token with the waiter's
-/// own counter, and publishes `<token> <fencing token> <seq>` on its channel. A refused
-/// `PUBLISH` (an ACL without the channel) is ignored: the grant stands, and the waiter finds
-/// the key holding its value at its next re-check. Returns the value granted, `true`, or
-/// `false` when no live waiter is queued.
+/// `hand_over(head, self, now)` gives the free lock key to the first live waiter, starting with
+/// `head` (just popped from the queue): it pops the queue until an entry is live, deletes the
+/// entries it passes, and (unless that waiter is `self`, a token: then it returns `true` and
+/// the caller takes the key) sets the lock key to the waiter's value, its `acquired_at` stamped
+/// with the time of the grant, with `PX min(claim_ms, ttl_ms)`, mints its fencing token with
+/// the caller's counter (the waiter's counter must be `KEYS[2]` or, without fencing, the lock
+/// key: no other key is ever touched) and publishes `<token> <fencing token> <seq> <stored
+/// value>` on its channel. A waiter whose counter is another key is put back at the head and
+/// woken with `<token> 0 0` to take the key itself (`'recheck'`). A refused `PUBLISH` (an ACL
+/// without the channel) is ignored: the grant stands, and the waiter finds the key holding its
+/// value at its next re-check. Returns the value granted, `true`, `'recheck'`, or `false` when
+/// no live waiter is queued. At most [`HAND_OVER_STEPS`] entries are passed per call.
+///
+/// A queue key of another type (not written by lockcore) is deleted and counts as empty.
 const QUEUE_HELPERS: &str = "
-local function mint_on(counter, key)
-  if counter == key then return 0 end
-  return redis.call('INCR', counter)
+local function queue(command, key, ...)
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply.err then
+    if not string.find(reply.err, 'WRONGTYPE', 1, true) then error(reply) end
+    redis.call('DEL', KEYS[3], KEYS[4])
+    return false
+  end
+  return reply
 end
-local function waiter_key(prefix, value)
-  return prefix .. string.match(value, '^[^ ]*')
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function entry_of(ttl, seq, channel, counter)
-  return ttl .. '|' .. seq .. '|' .. #channel .. '|' .. channel .. counter
+local function stamp(value, now)
+  return (string.gsub(value, ',\"acquired_at\":%d+', ',\"acquired_at\":' .. string.format('%d', now), 1))
 end
-local function hand_over(key, queue, prefix, claim, self, head)
-  while head do
-    local entry = redis.call('GETDEL', waiter_key(prefix, head))
+local function entry_fields(entry)
+  return string.match(entry, '^(%d+)|(%d+)|(%d+)|(%d+)|(%d+)|(.*)$')
+end
+local function hand_over(head, self, now)
+  for _ = 1, HAND_OVER_STEPS do
+    if not head then return false end
+    local token = token_of(head)
+    local entry = queue('HGET', KEYS[4], token)
     if entry then
-      if head == self then return true end
-      local ttl, seq, len, rest = string.match(entry, '^(%d+)|(%d+)|(%d+)|(.*)$')
-      if ttl then
+      queue('HDEL', KEYS[4], token)
+      local deadline, ttl, seq, claim, len, rest = entry_fields(entry)
+      local px = ttl and math.min(tonumber(claim), tonumber(ttl))
+      if px and px >= 1 and px <= MAX_TTL_MS and tonumber(deadline) > now then
+        if token == self then return true end
         len = tonumber(len)
-        local fencing = mint_on(string.sub(rest, len + 1), key)
-        redis.call('SET', key, head, 'PX', math.min(claim, tonumber(ttl)))
-        redis.pcall('PUBLISH', string.sub(rest, 1, len), string.match(head, '^[^ ]*') .. ' ' .. fencing .. ' ' .. seq)
+        local counter, channel = string.sub(rest, 1, len), string.sub(rest, len + 1)
+        if counter ~= KEYS[1] and counter ~= KEYS[2] then
+          queue('LPUSH', KEYS[3], head)
+          queue('HSET', KEYS[4], token, entry)
+          redis.pcall('PUBLISH', channel, token .. ' 0 0')
+          return 'recheck'
+        end
+        local fencing = decimal(mint(counter))
+        local stored = stamp(head, now)
+        redis.call('SET', KEYS[1], stored, 'PX', px)
+        redis.pcall('PUBLISH', channel, token .. ' ' .. fencing .. ' ' .. seq .. ' ' .. stored)
         return head
       end
     end
-    head = redis.call('LPOP', queue)
+    head = queue('LPOP', KEYS[3])
   end
   return false
 end";
 
+/// The most queue entries one script call passes over (dead waiters it drops) before it gives
+/// up for this call; the next call goes on.
+const HAND_OVER_STEPS: usize = 64;
+
+/// The least TTL of the waiter queue and its entries after a change: they expire on their own
+/// once no waiter refreshes them.
+const QUEUE_TTL_FLOOR_MS: u64 = 10_000;
+
+/// [`QUEUE_HELPERS`] with its constants.
+fn queue_helpers() -> String {
+    let max_ttl_ms = crate::options::duration_ms(crate::LockOptions::MAX_TTL);
+    format!("{VALUE_OF}{FENCING}{NOT_A_LOCK}{QUEUE_HELPERS}")
+        .replace("HAND_OVER_STEPS", &HAND_OVER_STEPS.to_string())
+        .replace("MAX_TTL_MS", &max_ttl_ms.to_string())
+}
+
 /// Acquire on a single node, fair and with hand-off: [`ACQUIRE`] that honours the waiter queue
-/// (see [`QUEUE_HELPERS`] for its layout).
+/// (see [`QUEUE_HELPERS`] for the keys and the layout).
 ///
-/// - `KEYS[1]` lock key, `KEYS[2]` fencing counter (the lock key again: no fencing),
-///   `KEYS[3]` waiter queue (`<prefix>__waitq__{tag}<name>`)
+/// - `KEYS` as for [`QUEUE_HELPERS`]
 /// - `ARGV[1]` lock value, `ARGV[2]` ttl in ms, `ARGV[3]` the ticket
-///   `<mode> <seq> <prefix length> <channel>`: the mode (below), this attempt's sequence number
-///   (echoed by a hand-over), the length of the manager's key prefix (the waiter key prefix
-///   `<prefix>__waiters__{tag}<name>:` is derived from the queue's name with it), and the
+///   `<mode> <seq> <claim_ms> <lease_ms> <channel>`: the mode (below), this attempt's sequence
+///   number (echoed by a hand-over), the claim window of a lock handed to this waiter and how
+///   long its entry lives without a re-check (both from the caller's round trip), and the
 ///   pub/sub channel that wakes this waiter
-///
-/// Few arguments keep the free-key path cheap: Redis copies each one into the script.
-///
-/// A waiter key lives [`ENTRY_LEASE`](handoff::ENTRY_LEASE) without a refresh; a lock handed
-/// to another waiter, [`CLAIM_WINDOW`](handoff::CLAIM_WINDOW) (see [`RELEASE_HANDOFF`]).
 ///
 /// Modes:
 /// - `1`, the first attempt of a waiting acquire: `SET NX PX GET`, plus the fencing `INCR`
 ///   when it set the key: a free key pays for no queue check. The release keeps the key set
 ///   while anyone is queued (it hands over instead of deleting), so a free key with live
 ///   waiters only follows an expired lease; a newcomer may then take it once, ahead of them.
-///   When held: queue up (waiter key, `RPUSH`, queue `PEXPIRE`) and read the holder's `PTTL`,
-///   so that a waiter wakes when a holder that died would have released.
-/// - `2`, a queued waiter's re-check: acquired when the key holds this value (a hand-over
-///   whose wake-up was missed); when the key is free, the first live waiter has the turn (this
-///   one: acquired; another: handed over to it); otherwise refresh the waiter key (queue up
-///   again, at the back, if it is gone: the waiter was presumed dead).
+///   When held: queue up (entry, `RPUSH`, the queue keys' `PEXPIRE`) and read the holder's
+///   `PTTL`, so that a waiter wakes when a holder that died would have released.
+/// - `2`, a queued waiter's re-check: acquired when the key holds this waiter's token (a
+///   hand-over whose wake-up was missed); when the key is free, the first live waiter has the
+///   turn (this one: acquired; another: handed over to it); otherwise refresh the entry (queue
+///   up again, at the back, if it is gone or past its deadline: the waiter was presumed dead).
 /// - `0`, one attempt that never queues: a free key is taken only when no live waiter is
 ///   queued (dead heads are dropped).
 ///
-/// Returns `{1, fencing_token}` when acquired, otherwise `{0, pttl_ms}` (`0` when the key is
-/// free but a waiter has the turn).
+/// Returns `{1, fencing_token}` when acquired with the value as sent, `{1, fencing_token,
+/// stored_value}` when acquired with a value Redis holds stamped (a re-check that took the key
+/// or found its hand-over), `{0, pttl_ms}` when not (`0` when the key is free but a waiter has
+/// the turn), `{-1, type}` when the lock key holds another type than a string.
 pub(crate) static ACQUIRE_QUEUED: Lazy<Lua> = Lazy::new(|| {
-    let lease_ms = duration_ms(handoff::ENTRY_LEASE);
-    let claim_ms = duration_ms(handoff::CLAIM_WINDOW);
-    let (queue_name, waiters_name) = (handoff::QUEUE_NAME, handoff::ENTRIES_NAME);
-    let after_queue_name = queue_name.len() + 1;
+    let helpers = queue_helpers();
     // The free-key fast path runs before any helper is defined: defining them costs each call.
     Lua::new(format!(
         r"
@@ -183,61 +257,65 @@ if string.byte(ARGV[3]) == 49 then
   old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
   if not old then
     if KEYS[2] == KEYS[1] then return {{1, 0}} end
-    return {{1, redis.call('INCR', KEYS[2])}}
+    local n = redis.call('INCR', KEYS[2])
+    if n >= 9007199254740992 then n = redis.call('GET', KEYS[2]) end
+    return {{1, n}}
   end
 end
-{VALUE_OF}{QUEUE_HELPERS}
-local mode, seq, plen, channel = string.match(ARGV[3], '^(%d) (%d+) (%d+) (.*)$')
-plen = tonumber(plen)
-local prefix = string.sub(KEYS[3], 1, plen) .. '{waiters_name}' .. string.sub(KEYS[3], plen + {after_queue_name}) .. ':'
-local me = waiter_key(prefix, ARGV[1])
-local function entry() return entry_of(ARGV[2], seq, channel, KEYS[2]) end
-if mode == '1' then
-  if type(old) == 'table' then
-    if not (old.err and string.find(old.err, 'WRONGTYPE', 1, true)) then error(old) end
-    old = ''
-  end
-  if old == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {{1, mint()}}
-  end
-  redis.call('SET', me, entry(), 'PX', {lease_ms})
-  redis.call('RPUSH', KEYS[3], ARGV[1])
-  redis.call('PEXPIRE', KEYS[3], {lease_ms})
-  return {{0, redis.call('PTTL', KEYS[1])}}
-end
-local holder = value_of(KEYS[1])
-if holder == ARGV[1] then
+{helpers}
+local mode, seq, claim, lease, channel = string.match(ARGV[3], '^(%d) (%d+) (%d+) (%d+) (.*)$')
+if not mode then return redis.error_reply('ERR malformed lockcore acquire ticket') end
+local token = token_of(ARGV[1])
+local holder = old
+if mode ~= '1' then holder = redis.pcall('GET', KEYS[1]) end
+if type(holder) == 'table' then return not_a_lock(holder) end
+if owns(holder, token) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {{1, mint()}}
+  return {{1, mint(KEYS[2]), holder}}
 end
+local now = now_ms()
 if not holder then
   if mode == '0' then
-    local head = redis.call('LINDEX', KEYS[3], 0)
-    while head and redis.call('EXISTS', waiter_key(prefix, head)) == 0 do
-      redis.call('LPOP', KEYS[3])
-      head = redis.call('LINDEX', KEYS[3], 0)
+    local head = queue('LINDEX', KEYS[3], 0)
+    for _ = 1, {HAND_OVER_STEPS} do
+      if not head then break end
+      local entry = queue('HGET', KEYS[4], token_of(head))
+      local deadline = entry and string.match(entry, '^(%d+)|')
+      if deadline and tonumber(deadline) > now then return {{0, 0}} end
+      queue('LPOP', KEYS[3])
+      if entry then queue('HDEL', KEYS[4], token_of(head)) end
+      head = queue('LINDEX', KEYS[3], 0)
     end
     if head then return {{0, 0}} end
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    return {{1, mint()}}
+    return {{1, mint(KEYS[2])}}
   end
-  local given = hand_over(KEYS[1], KEYS[3], prefix, {claim_ms}, ARGV[1], redis.call('LPOP', KEYS[3]))
-  if not given then redis.call('DEL', me) end
+  local given = hand_over(queue('LPOP', KEYS[3]), token, now)
   if given == true or not given then
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    return {{1, mint()}}
+    queue('HDEL', KEYS[4], token)
+    local stored = stamp(ARGV[1], now)
+    redis.call('SET', KEYS[1], stored, 'PX', ARGV[2])
+    return {{1, mint(KEYS[2]), stored}}
   end
 end
+if mode == '0' then return {{0, redis.call('PTTL', KEYS[1])}} end
+local entry = decimal(now + tonumber(lease)) .. '|' .. ARGV[2] .. '|' .. seq .. '|' .. claim .. '|' .. #KEYS[2] .. '|' .. KEYS[2] .. channel
+-- A re-check whose entry is gone or lapsed was presumed dead: it queues again, at the back.
+local lapsed = true
 if mode == '2' then
-  if not redis.call('SET', me, entry(), 'XX', 'PX', {lease_ms}) then
-    redis.call('SET', me, entry(), 'PX', {lease_ms})
-    redis.call('LREM', KEYS[3], 0, ARGV[1])
-    redis.call('RPUSH', KEYS[3], ARGV[1])
-  end
-  redis.call('PEXPIRE', KEYS[3], {lease_ms})
-  if not holder then return {{0, 0}} end
+  local before = queue('HGET', KEYS[4], token)
+  local deadline = before and string.match(before, '^(%d+)|')
+  lapsed = not (deadline and tonumber(deadline) > now)
 end
+if queue('HSET', KEYS[4], token, entry) == false then queue('HSET', KEYS[4], token, entry) end
+if lapsed then
+  if mode == '2' then queue('LREM', KEYS[3], 0, ARGV[1]) end
+  queue('RPUSH', KEYS[3], ARGV[1])
+end
+local keep = math.max({QUEUE_TTL_FLOOR_MS}, 4 * tonumber(lease))
+redis.call('PEXPIRE', KEYS[3], keep)
+redis.call('PEXPIRE', KEYS[4], keep)
+if not holder then return {{0, 0}} end
 return {{0, redis.call('PTTL', KEYS[1])}}
 "
     ))
@@ -252,10 +330,10 @@ return {{0, redis.call('PTTL', KEYS[1])}}
 ///
 /// When no lock key exists (of any type: `EXISTS` never raises `WRONGTYPE`) and no key has a
 /// waiter queue (a queued waiter has the turn: the fair queue is never jumped), sets every key
-/// with `PX` and mints one fencing token per key (an `INCR` of its counter, in key order; 0
-/// without fencing, where the counter key is the lock key itself), and
-/// returns `{1, token_1, .., token_n}`. Otherwise it changes nothing and returns `{0}`: the
-/// caller falls back to acquiring the keys one by one.
+/// with `PX` and mints one fencing token per key (an `INCR` of its counter, in key order, exact
+/// over the counter's whole range; 0 without fencing, where the counter key is the lock key
+/// itself), and returns `{1, token_1, .., token_n}`. Otherwise it changes nothing and returns
+/// `{0}`: the caller falls back to acquiring the keys one by one.
 pub(crate) static ACQUIRE_ALL: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         r"
@@ -268,10 +346,13 @@ end
 local reply = {1}
 for i = 1, n do
   redis.call('SET', KEYS[3 * i - 2], ARGV[i + 1], 'PX', ARGV[1])
-  if KEYS[3 * i - 1] == KEYS[3 * i - 2] then
+  local counter = KEYS[3 * i - 1]
+  if counter == KEYS[3 * i - 2] then
     reply[i + 1] = 0
   else
-    reply[i + 1] = redis.call('INCR', KEYS[3 * i - 1])
+    local token = redis.call('INCR', counter)
+    if token >= 9007199254740992 then token = redis.call('GET', counter) end
+    reply[i + 1] = token
   end
 end
 return reply
@@ -284,36 +365,40 @@ return reply
 /// fencing token and its wake-up come from this one call. A value that does not hold the key
 /// (a waiter that gives up) withdraws from the queue instead.
 ///
-/// - `KEYS[1]` lock key, `KEYS[2]` waiter queue
-/// - `ARGV[1]` lock value, `ARGV[2]` the waiter key prefix
+/// - `KEYS` as for [`QUEUE_HELPERS`]; `ARGV[1]` lock value (the holder is recognised by its
+///   token, the value's first word: a hand-over stamps the rest)
 ///
-/// A handed-over lock lives [`CLAIM_WINDOW`](handoff::CLAIM_WINDOW) (at most the waiter's TTL)
-/// until its new holder's first renewal sets the full TTL, so a waiter that died while queued
-/// holds the others up for at most this long.
+/// A lock handed to a waiter lives its claim window (at most the waiter's TTL) until its new
+/// holder's first renewal sets the full TTL, so a waiter that died while queued holds the
+/// others up for at most that long.
 ///
-/// With nobody queued this is `GET`, `LPOP` (nothing) and `DEL`. Returns 1 when the key held the value (and was deleted or handed over), 0 when the key was
-/// missing, -1 when it holds another value (another holder's token, or another type).
+/// With nobody queued this is `GET`, `LPOP` (nothing) and `DEL`. Returns 1 when the key held
+/// the value (and was deleted or handed over), 0 when the key was missing, -1 when it holds
+/// another value (another holder's token, or another type).
 pub(crate) static RELEASE_HANDOFF: Lazy<Lua> = Lazy::new(|| {
-    let claim_ms = duration_ms(handoff::CLAIM_WINDOW);
+    let helpers = queue_helpers();
     // The no-waiter fast path runs before any helper is defined.
     Lua::new(format!(
         r"
 local holder = redis.pcall('GET', KEYS[1])
-if holder == ARGV[1] then
-  local head = redis.call('LPOP', KEYS[2])
+local token = string.match(ARGV[1], '^[^ ]*')
+if type(holder) == 'string' and string.sub(holder, 1, #token) == token
+  and (#holder == #token or string.byte(holder, #token + 1) == 32) then
+  local head = redis.pcall('LPOP', KEYS[3])
   if not head then return redis.call('DEL', KEYS[1]) end
-{QUEUE_HELPERS}
-  if not hand_over(KEYS[1], KEYS[2], ARGV[2], {claim_ms}, false, head) then
-    redis.call('DEL', KEYS[1])
-  end
+{helpers}
+  if type(head) == 'table' then head = queue('LPOP', KEYS[3]) end
+  local given = hand_over(head, false, now_ms())
+  if not given or given == 'recheck' then redis.call('DEL', KEYS[1]) end
   return 1
 end
+{helpers}
 if type(holder) == 'table' then
   if not (holder.err and string.find(holder.err, 'WRONGTYPE', 1, true)) then error(holder) end
   holder = ''
 end
-redis.call('DEL', ARGV[2] .. string.match(ARGV[1], '^[^ ]*'))
-redis.call('LREM', KEYS[2], 0, ARGV[1])
+queue('HDEL', KEYS[4], token)
+queue('LREM', KEYS[3], 0, ARGV[1])
 return holder and -1 or 0
 "
     ))
@@ -321,14 +406,14 @@ return holder and -1 or 0
 
 /// Release: compare-and-delete, as in the seeds and the Redis `SET` documentation.
 ///
-/// - `KEYS[1]` lock key; `ARGV[1]` token
+/// - `KEYS[1]` lock key; `ARGV[1]` the lock value (or its token, its first word)
 ///
 /// Returns 1 when the key held the token and was deleted, 0 otherwise (expired, deleted, or
 /// another holder's token): a stale holder never deletes another holder's key.
 pub(crate) static RELEASE: Lazy<Lua> = Lazy::new(|| {
     with_value_of(
         r"
-if value_of(KEYS[1]) == ARGV[1] then
+if owns(value_of(KEYS[1]), token_of(ARGV[1])) then
   return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -339,7 +424,8 @@ return 0
 /// Extend and watchdog renewal: compare-and-`PEXPIRE` over one or more keys. Sets the TTL
 /// (never adds to it) and never re-creates a missing key.
 ///
-/// - `KEYS[i]` lock keys; `ARGV[2i-1]` the token of `KEYS[i]`, `ARGV[2i]` its new ttl in ms
+/// - `KEYS[i]` lock keys; `ARGV[2i-1]` the lock value (or its token) of `KEYS[i]`, `ARGV[2i]`
+///   its new ttl in ms
 ///
 /// Returns one entry per key: 1 when the key held the token and its TTL was set, 0 otherwise.
 /// On Redis Cluster all keys of one call must share a slot (one key per call always does).
@@ -348,7 +434,7 @@ pub(crate) static RENEW: Lazy<Lua> = Lazy::new(|| {
         r"
 local renewed = {}
 for i = 1, #KEYS do
-  if value_of(KEYS[i]) == ARGV[2 * i - 1] then
+  if owns(value_of(KEYS[i]), token_of(ARGV[2 * i - 1])) then
     renewed[i] = redis.call('PEXPIRE', KEYS[i], ARGV[2 * i])
   else
     renewed[i] = 0
@@ -361,14 +447,23 @@ return renewed
 
 /// Redlock: raises a node's fencing counter to at least a token minted on another node.
 ///
-/// - `KEYS[1]` fencing counter key; `ARGV[1]` the fencing token
+/// - `KEYS[1]` fencing counter key; `ARGV[1]` the fencing token, in decimal
 ///
-/// Returns 1. Never lowers the counter.
+/// Returns 1. Never lowers the counter. The two are compared as decimal strings (the longer
+/// is larger, then digit by digit), exact over the counter's whole range: a Lua number is a
+/// double, which would round tokens above 2^53.
 pub(crate) static RAISE_COUNTER: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         r"
-local current = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
-if current < tonumber(ARGV[1]) then
+local function below(a, b)
+  if #a ~= #b then return #a < #b end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+if below(redis.call('GET', KEYS[1]) or '0', ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1])
 end
 return 1
@@ -456,15 +551,15 @@ pub(crate) async fn preload_on(conn: &mut redis::aio::ConnectionManager) -> redi
 fn commands_of(script: &Script) -> &'static str {
     let hash = script.get_hash();
     let table: [(&Lazy<Lua>, &'static str); 7] = [
-        (&ACQUIRE, "SET, INCR, PTTL"),
+        (&ACQUIRE, "SET, GET, INCR, PTTL, TYPE"),
         (
             &ACQUIRE_QUEUED,
-            "SET, GET, GETDEL, INCR, PEXPIRE, PTTL, EXISTS, DEL, LINDEX, LPOP, LREM, RPUSH, PUBLISH",
+            "SET, GET, INCR, PEXPIRE, PTTL, TYPE, TIME, DEL, LINDEX, LPOP, LPUSH, LREM, RPUSH, HGET, HSET, HDEL, PUBLISH",
         ),
-        (&ACQUIRE_ALL, "EXISTS, SET, INCR"),
+        (&ACQUIRE_ALL, "EXISTS, SET, INCR, GET"),
         (
             &RELEASE_HANDOFF,
-            "GET, DEL, LREM, LPOP, GETDEL, SET, INCR, PUBLISH",
+            "GET, DEL, TIME, LPOP, LPUSH, LREM, HGET, HSET, HDEL, SET, INCR, PUBLISH",
         ),
         (&RELEASE, "GET, DEL"),
         (&RENEW, "GET, PEXPIRE"),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::LockError;
+use crate::fencing::{self, FencingCounter};
 use crate::handoff::{self, Handoff};
 use crate::node::Node;
 use crate::options::duration_ms;
@@ -25,7 +26,7 @@ pub(crate) struct BulkKey<'a> {
 }
 
 /// A reply of [`ACQUIRE_ALL`](scripts::ACQUIRE_ALL) that is not `{0}` nor `{1, tokens..}`.
-fn unexpected_reply(reply: &[i64]) -> redis::RedisError {
+fn unexpected_reply(reply: &[redis::Value]) -> redis::RedisError {
     redis::RedisError::from((
         redis::ErrorKind::Client,
         "unexpected reply of the acquire-all script",
@@ -33,13 +34,16 @@ fn unexpected_reply(reply: &[i64]) -> redis::RedisError {
     ))
 }
 
-/// A queued attempt's place in the hand-off protocol: the channel that wakes the waiter, and
-/// the attempt's sequence number within its acquire call (1 for the first, which queues up;
-/// later ones re-check).
+/// A queued attempt's place in the hand-off protocol: the channel that wakes the waiter, the
+/// attempt's sequence number within its acquire call (1 for the first, which queues up; later
+/// ones re-check), and the claim window and entry lease the waiter asks for (see
+/// [`handoff::windows`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct QueueTicket<'a> {
     pub(crate) channel: &'a str,
     pub(crate) seq: u64,
+    pub(crate) claim: Duration,
+    pub(crate) lease: Duration,
 }
 
 /// One node and its hand-off wiring.
@@ -49,6 +53,8 @@ pub(crate) struct Single {
     handoff: Arc<Handoff>,
     /// The manager's key prefix, under which the waiter queue keys live.
     key_prefix: String,
+    /// Where the manager's fencing counter lives: a release mints a waiter's token with it.
+    fencing_counter: FencingCounter,
     replicas: Option<WaitForReplicas>,
 }
 
@@ -57,12 +63,14 @@ impl Single {
         node: Node,
         handoff: Arc<Handoff>,
         key_prefix: String,
+        fencing_counter: FencingCounter,
         replicas: Option<WaitForReplicas>,
     ) -> Self {
         Single {
             node,
             handoff,
             key_prefix,
+            fencing_counter,
             replicas,
         }
     }
@@ -86,28 +94,34 @@ impl Single {
         ttl: Duration,
         queue: Option<QueueTicket<'_>>,
     ) -> Result<Vote, LockError> {
-        let queue_key = handoff::queue_key(&self.key_prefix, key);
-        let (mode, channel, seq) = match queue {
-            None => (0, "", 0),
-            Some(ticket) => (
+        let (queue_key, entries_key) = handoff::queue_keys(&self.key_prefix, key);
+        let ticket = match queue {
+            None => "0 0 0 0 ".to_owned(),
+            Some(ticket) => format!(
+                "{} {} {} {} {}",
                 if ticket.seq <= 1 { 1 } else { 2 },
-                ticket.channel,
                 ticket.seq,
+                duration_ms(ticket.claim),
+                duration_ms(ticket.lease),
+                ticket.channel
             ),
         };
-        let ticket = format!("{mode} {seq} {} {channel}", self.key_prefix.len());
-        let bytes = key.len() + counter_key.len() + queue_key.len() + value.len() + ticket.len();
-        let mut call = scripts::Call::new(&scripts::ACQUIRE_QUEUED, 3, 6, bytes);
+        let bytes = key.len()
+            + counter_key.len()
+            + queue_key.len()
+            + entries_key.len()
+            + value.len()
+            + ticket.len();
+        let mut call = scripts::Call::new(&scripts::ACQUIRE_QUEUED, 4, 7, bytes);
         call.arg(key)
             .arg(counter_key)
             .arg(&queue_key)
+            .arg(&entries_key)
             .arg(value)
             .arg(duration_ms(ttl))
             .arg(&ticket);
-        let vote = call
-            .invoke::<(i64, i64)>(&mut self.node.clone())
-            .await
-            .and_then(|reply| Vote::from_reply(reply, counter_key != key))?;
+        let reply = call.invoke::<redis::Value>(&mut self.node.clone()).await?;
+        let vote = Vote::from_reply(reply, counter_key != key, key)?;
         if let (Vote::Won { .. }, Some(replicas)) = (&vote, &self.replicas) {
             replicas.wait(&self.node, key).await?;
         }
@@ -176,19 +190,20 @@ impl Single {
         for bulk in keys {
             call.arg(bulk.token);
         }
-        let reply: Vec<i64> = call.invoke(&mut self.node.clone()).await?;
+        let reply: Vec<redis::Value> = call.invoke(&mut self.node.clone()).await?;
         let tokens = match reply.split_first() {
-            Some((0, [])) => return Ok(None),
-            Some((1, tokens)) if tokens.len() == keys.len() => tokens
+            Some((redis::Value::Int(0), [])) => return Ok(None),
+            Some((redis::Value::Int(1), tokens)) if tokens.len() == keys.len() => tokens
                 .iter()
                 .zip(keys)
-                .map(|(&token, bulk)| {
-                    match Vote::from_reply((1, token), bulk.counter_key != bulk.key)? {
-                        Vote::Won { fencing_token } => Ok(fencing_token),
-                        Vote::Lost { .. } => Err(unexpected_reply(&reply)),
+                .map(|(token, bulk)| {
+                    let won = redis::Value::Array(vec![redis::Value::Int(1), token.clone()]);
+                    match Vote::from_reply(won, bulk.counter_key != bulk.key, bulk.key)? {
+                        Vote::Won { fencing_token, .. } => Ok(fencing_token),
+                        Vote::Lost { .. } => Err(unexpected_reply(&reply).into()),
                     }
                 })
-                .collect::<redis::RedisResult<Vec<u64>>>()?,
+                .collect::<Result<Vec<u64>, LockError>>()?,
             _ => return Err(unexpected_reply(&reply).into()),
         };
         if let (Some(replicas), Some(first)) = (&self.replicas, keys.first()) {
@@ -200,13 +215,15 @@ impl Single {
     /// Compare-and-delete with hand-off to the first live waiter; a value that does not hold
     /// the key withdraws from the waiter queue instead.
     pub(crate) async fn release(&self, key: &str, value: &str) -> redis::RedisResult<Released> {
-        let (queue, waiter_prefix) = handoff::queue_keys(&self.key_prefix, key);
-        let bytes = key.len() + queue.len() + value.len() + waiter_prefix.len();
-        scripts::Call::new(&scripts::RELEASE_HANDOFF, 2, 4, bytes)
+        let (queue, entries) = handoff::queue_keys(&self.key_prefix, key);
+        let counter = fencing::counter_key(&self.key_prefix, key, self.fencing_counter);
+        let bytes = key.len() + counter.len() + queue.len() + entries.len() + value.len();
+        scripts::Call::new(&scripts::RELEASE_HANDOFF, 4, 5, bytes)
             .arg(key)
+            .arg(&counter)
             .arg(&queue)
+            .arg(&entries)
             .arg(value)
-            .arg(&waiter_prefix)
             .invoke::<i64>(&mut self.node.clone())
             .await
             .map(|reply| match reply {

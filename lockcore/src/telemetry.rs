@@ -22,7 +22,7 @@
 //! | `lockcore_acquisitions_total` | counter | `key_template`, `outcome`: `acquired`, `contended`, `busy` (`try_acquire`), `error`, `cancelled` |
 //! | `lockcore_wait_seconds` | histogram | `key_template`, `outcome`: from the call to its outcome |
 //! | `lockcore_handoffs_total` | counter | `key_template`: acquisitions by a waiter that had queued for hand-off |
-//! | `lockcore_hold_seconds` | histogram | `key_template`: from acquire to release (or drop) |
+//! | `lockcore_hold_seconds` | histogram | `key_template`: from the guard being returned to its release (or drop); a waiter's wait is not held time |
 //! | `lockcore_releases_total` | counter | `key_template`, `outcome`: `released`, `lost`, `dropped` (released in the background: a dropped guard, or after a failed release) |
 //! | `lockcore_renewals_total` | counter | `key_template`, `outcome`: `renewed`, `failed` (retried) |
 //! | `lockcore_losses_total` | counter | `key_template`, `reason`: `expired`, `max_hold`, `late_renewal`, `taken`, `extend_refused` |
@@ -177,7 +177,7 @@ pub(crate) fn release_span(lease: &Lease) -> tracing::Span {
         "lock.release",
         key = lease.key,
         key_template = template_label(lease.key_template),
-        held_ms = u64::try_from(lease.acquired_at.elapsed().as_millis()).unwrap_or(0),
+        held_ms = u64::try_from(lease.held_since.elapsed().as_millis()).unwrap_or(0),
     )
 }
 
@@ -187,7 +187,7 @@ pub(crate) fn released(lease: &Lease, outcome: &'static str) {
     if !cfg!(feature = "metrics") && !tracing::enabled!(target: "lockcore", tracing::Level::DEBUG) {
         return;
     }
-    let held = lease.acquired_at.elapsed();
+    let held = lease.held_since.elapsed();
     tracing::debug!(target: "lockcore", key = lease.key, outcome, held_ms = u64::try_from(held.as_millis()).unwrap_or(0), "lock released");
     count_release(template_label(lease.key_template), outcome, held);
 }

@@ -2,7 +2,7 @@
 //! one idempotency record (`<prefix>__idem__rec:<key>`, or its running first call's lock
 //! `<prefix>__idem__lock:<key>`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::Serialize;
 
@@ -65,8 +65,19 @@ pub(crate) struct LockRecord {
     pub(crate) waiters: Vec<Holder>,
 }
 
-/// The replies to one key's pipeline: value, PTTL, queued values.
-type KeyReplies = (Option<String>, i64, Vec<String>);
+/// The replies to one key's pipeline: value, PTTL, queued values, waiter entries by token, and
+/// the server's clock (`TIME`: seconds, microseconds).
+type KeyReplies = (
+    Option<String>,
+    i64,
+    Vec<String>,
+    HashMap<String, String>,
+    (u64, u64),
+);
+
+/// `TIME` on the node that holds `KEYS[1]` (a pipeline's keyless `TIME` could go to any node of
+/// a cluster).
+const TIME_OF_KEY: &str = "return redis.call('TIME')";
 
 /// Reads `key` as a lock, `None` when it vanished (released or expired) meanwhile.
 pub(crate) async fn read(
@@ -74,33 +85,35 @@ pub(crate) async fn read(
     prefix: &str,
     key: &str,
 ) -> Result<Option<LockRecord>, CtlError> {
-    let (queue, waiter_prefix) = lockcore::holder::waiter_queue_keys(prefix, key);
+    let (queue, entries) = lockcore::holder::waiter_queue_keys(prefix, key);
     // All keys share the lock key's slot, so one pipeline serves a cluster too.
-    let (value, pttl, queued): KeyReplies = redis::pipe()
+    let (value, pttl, queued, entries, (secs, micros)): KeyReplies = redis::pipe()
         .get(key)
         .pttl(key)
         .lrange(&queue, 0, -1)
+        .hgetall(&entries)
+        .cmd("EVAL")
+        .arg(TIME_OF_KEY)
+        .arg(1)
+        .arg(key)
         .query_async(target)
         .await?;
     let Some(value) = value else {
         return Ok(None);
     };
     let holder = Holder::parse(&value);
-    // A queued waiter is live while its waiter key exists.
-    let mut live = redis::pipe();
-    for waiter in &queued {
-        live.exists(lockcore::holder::waiter_key(&waiter_prefix, waiter));
-    }
-    let live: Vec<bool> = if queued.is_empty() {
-        Vec::new()
-    } else {
-        live.query_async(target).await?
-    };
+    // A queued waiter is live while its entry's deadline (the server's clock) is ahead.
+    let server_now_ms = secs.saturating_mul(1000) + micros / 1000;
     let waiters = queued
         .iter()
-        .zip(live)
-        .filter(|(_, live)| *live)
-        .map(|(waiter, _)| Holder::parse(waiter))
+        .filter(|waiter| {
+            let (token, _) = lockcore::holder::split_value(waiter);
+            entries
+                .get(token)
+                .and_then(|entry| lockcore::holder::entry_deadline_ms(entry))
+                .is_some_and(|deadline| deadline > server_now_ms)
+        })
+        .map(|waiter| Holder::parse(waiter))
         .collect();
     let held_ms = holder.acquired_at.map(|at| now_ms().saturating_sub(at));
     Ok(Some(LockRecord {

@@ -105,17 +105,21 @@ async fn list_inspect_release_and_watch_on_a_cluster() {
         "keys should land on several primaries"
     );
     // A live waiter queued on order:1, as the acquire script queues it.
-    let (queue, waiter_prefix) = lockcore::holder::waiter_queue_keys("lock:", "lock:order:1");
-    let waiter = value("11111111-1111-4111-8111-111111111111", "waiter");
+    let (queue, entries) = lockcore::holder::waiter_queue_keys("lock:", "lock:order:1");
+    let token = "11111111-1111-4111-8111-111111111111";
+    let waiter = value(token, "waiter");
     let _: () = con.rpush(&queue, &waiter).await.expect("RPUSH");
-    let _: () = con
-        .pset_ex(
-            lockcore::holder::waiter_key(&waiter_prefix, &waiter),
-            "60000|1|14|lock:__wake__xlock:__fencing_counter__",
-            60_000,
-        )
-        .await
-        .expect("SET PX");
+    let live_until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis()
+        + 60_000;
+    let counter = "lock:__fencing_counter__";
+    let entry = format!(
+        "{live_until}|60000|1|500|{}|{counter}lock:__wake__:x",
+        counter.len()
+    );
+    let _: () = con.hset(&entries, token, entry).await.expect("HSET");
 
     let records = json(&["--cluster", &seed_arg, "list", "--json"]).await;
     let listed: Vec<&str> = records.iter().filter_map(|r| r["key"].as_str()).collect();

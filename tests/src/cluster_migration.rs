@@ -114,35 +114,75 @@ impl SlotMigration {
     /// If a command fails or keys remain after the bound (with the logs).
     pub async fn move_keys(&self, cluster: &RedisCluster) {
         for _ in 0..MIGRATE_MAX_BATCHES {
-            let keys: Vec<Vec<u8>> = query_async(
-                self.from.port(),
-                redis::cmd("CLUSTER")
-                    .arg("GETKEYSINSLOT")
-                    .arg(self.slot)
-                    .arg(MIGRATE_BATCH),
-            )
-            .await
-            .unwrap_or_else(|e| cluster.fail(&format!("GETKEYSINSLOT {}: {e}", self.slot)));
+            let keys = self.keys_left(cluster).await;
             if keys.is_empty() {
                 return;
             }
-            let mut migrate = redis::cmd("MIGRATE");
-            migrate
-                .arg(HOST)
-                .arg(self.to.port())
-                .arg("")
-                .arg(0)
-                .arg(MIGRATE_TIMEOUT_MS)
-                .arg("KEYS")
-                .arg(&keys);
-            if let Err(e) = query_async::<()>(self.from.port(), &migrate).await {
-                cluster.fail(&format!("MIGRATE of slot {}: {e}", self.slot));
-            }
+            self.migrate(cluster, &keys).await;
         }
         cluster.fail(&format!(
             "slot {} still had keys after {MIGRATE_MAX_BATCHES} batches",
             self.slot
         ))
+    }
+
+    /// The keys of the slot still on the source (at most 1 000).
+    ///
+    /// # Panics
+    ///
+    /// If `CLUSTER GETKEYSINSLOT` fails (with the logs).
+    pub async fn keys_left(&self, cluster: &RedisCluster) -> Vec<String> {
+        query_async(
+            self.from.port(),
+            redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(self.slot)
+                .arg(MIGRATE_BATCH * 10),
+        )
+        .await
+        .unwrap_or_else(|e| cluster.fail(&format!("GETKEYSINSLOT {}: {e}", self.slot)))
+    }
+
+    /// `MIGRATE` only the keys of the slot for which `pick` is true, leaving the others on the
+    /// source: a slot caught half-moved, as a migration between two `MIGRATE` batches leaves
+    /// it. Returns the keys moved.
+    ///
+    /// # Panics
+    ///
+    /// If a command fails (with the logs).
+    pub async fn move_keys_where(
+        &self,
+        cluster: &RedisCluster,
+        pick: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let keys: Vec<String> = self
+            .keys_left(cluster)
+            .await
+            .into_iter()
+            .filter(|key| pick(key))
+            .collect();
+        if !keys.is_empty() {
+            self.migrate(cluster, &keys).await;
+        }
+        keys
+    }
+
+    async fn migrate(&self, cluster: &RedisCluster, keys: &[String]) {
+        let mut migrate = redis::cmd("MIGRATE");
+        migrate
+            .arg(HOST)
+            .arg(self.to.port())
+            .arg("")
+            .arg(0)
+            .arg(MIGRATE_TIMEOUT_MS)
+            // A key a client created on the target meanwhile (a script's undeclared key) is
+            // overwritten, as `redis-cli --cluster fix --cluster-replace` does.
+            .arg("REPLACE")
+            .arg("KEYS")
+            .arg(keys);
+        if let Err(e) = query_async::<()>(self.from.port(), &migrate).await {
+            cluster.fail(&format!("MIGRATE of slot {}: {e}", self.slot));
+        }
     }
 
     /// `SETSLOT NODE` on the target, the source and the other primaries, then

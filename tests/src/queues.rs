@@ -1,6 +1,7 @@
 //! Probes of the hand-off machinery's server-side state: waiter queues (`__waitq__` lists and
-//! `__waiters__` waiter keys, see `lockcore::holder::waiter_queue_keys`), wake-up channels and
-//! pub/sub clients. Queue keys are found with `KEYS`.
+//! `__waiters__` entry hashes, see `lockcore::holder::waiter_queue_keys`), wake-up channels and
+//! pub/sub clients. Queue keys are found with `KEYS`. This module is the one place of the
+//! harness that knows the queue's layout.
 
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use crate::{RedisServer, cmd, manager, query};
 
 /// `KEYS` pattern of the waiter queue lists.
 pub const QUEUE_PATTERN: &str = "*__waitq__*";
-/// `KEYS` pattern of the waiter keys.
+/// `KEYS` pattern of the waiter entry hashes.
 pub const ENTRIES_PATTERN: &str = "*__waiters__*";
 /// `PUBSUB CHANNELS` pattern of the wake-up channels.
 pub const CHANNEL_PATTERN: &str = "lock:__wake__:*";
@@ -26,7 +27,7 @@ pub async fn keys(con: &mut MultiplexedConnection, pattern: &str) -> Vec<String>
     query(con, &cmd(&["KEYS", pattern])).await
 }
 
-/// Both kinds of queue keys (lists and waiter keys) on the server.
+/// Both kinds of queue keys (lists and entry hashes) on the server.
 pub async fn queue_leftovers(con: &mut MultiplexedConnection) -> Vec<String> {
     let mut found = keys(con, QUEUE_PATTERN).await;
     found.extend(keys(con, ENTRIES_PATTERN).await);
@@ -49,49 +50,70 @@ pub async fn lrange(con: &mut MultiplexedConnection, key: &str) -> Vec<String> {
     query(con, &cmd(&["LRANGE", key, "0", "-1"])).await
 }
 
-/// Whether the waiter that queued `value` is live: its waiter key (under `waiter_prefix`, as
-/// returned by [`wait_queue_len`]) exists.
-pub async fn waiter_live(
-    con: &mut MultiplexedConnection,
-    waiter_prefix: &str,
-    value: &str,
-) -> bool {
-    let key = lockcore::holder::waiter_key(waiter_prefix, value);
-    let n: i64 = query(con, &cmd(&["EXISTS", &key])).await;
-    n == 1
+/// The token (first word) of a lock value: a hand-over stores a waiter's queued value with its
+/// `acquired_at` stamped, so the holder is recognised by its token.
+pub fn token_of(value: &str) -> &str {
+    lockcore::holder::split_value(value).0
 }
 
-/// Writes a live-looking waiter key for `value` by hand, in the format the acquire script
-/// writes (`ttl_ms|seq|channel length|channel` + fencing counter key), living `lease_ms`. The
-/// caller puts `value` in the queue list.
+/// The token of the value at `key`, if any.
+pub async fn holder_token(con: &mut MultiplexedConnection, key: &str) -> Option<String> {
+    let value: Option<String> = query(con, &cmd(&["GET", key])).await;
+    value.map(|value| token_of(&value).to_owned())
+}
+
+/// The Redis server's clock, in ms since the Unix epoch (`TIME`).
+pub async fn server_now_ms(con: &mut MultiplexedConnection) -> u64 {
+    let (secs, micros): (u64, u64) = query(con, &cmd(&["TIME"])).await;
+    secs * 1000 + micros / 1000
+}
+
+/// Whether the waiter that queued `value` is live: its entry in `entries` (as returned by
+/// [`wait_queue_len`]) has a deadline ahead of the server's clock.
+pub async fn waiter_live(con: &mut MultiplexedConnection, entries: &str, value: &str) -> bool {
+    let token = lockcore::holder::split_value(value).0;
+    let entry: Option<String> = query(con, &cmd(&["HGET", entries, token])).await;
+    let now = server_now_ms(con).await;
+    entry
+        .as_deref()
+        .and_then(lockcore::holder::entry_deadline_ms)
+        .is_some_and(|deadline| deadline > now)
+}
+
+/// Writes a live-looking entry for `value` by hand, in the format the acquire script writes
+/// (`deadline|ttl_ms|seq|claim_ms|counter length|` + fencing counter key + channel), live for
+/// `lease_ms` by the server's clock, with a 500 ms claim window. The caller puts `value` in the
+/// queue list.
 pub async fn plant_waiter(
     con: &mut MultiplexedConnection,
-    waiter_prefix: &str,
+    entries: &str,
     value: &str,
     ttl_ms: u64,
     channel: &str,
     counter_key: &str,
     lease_ms: u64,
 ) {
-    let key = lockcore::holder::waiter_key(waiter_prefix, value);
-    let entry = format!("{ttl_ms}|1|{}|{channel}{counter_key}", channel.len());
-    let _: String = query(
-        con,
-        &cmd(&["SET", &key, &entry, "PX", &lease_ms.to_string()]),
-    )
-    .await;
+    let token = lockcore::holder::split_value(value).0;
+    let deadline = server_now_ms(con).await + lease_ms;
+    let entry = format!(
+        "{deadline}|{ttl_ms}|1|500|{}|{counter_key}{channel}",
+        counter_key.len()
+    );
+    let _: i64 = query(con, &cmd(&["HSET", entries, token, &entry])).await;
+    let keep = (lease_ms * 4).max(10_000).to_string();
+    let _: i64 = query(con, &cmd(&["PEXPIRE", entries, &keep])).await;
 }
 
 /// Polls until the (single) waiter queue holds `n` values; returns the queue list's key and
-/// the prefix of its waiter keys. Panics after [`SHOW_UP`].
+/// its entries hash's key. Panics after [`SHOW_UP`].
 pub async fn wait_queue_len(con: &mut MultiplexedConnection, n: usize) -> (String, String) {
     let started = Instant::now();
     while started.elapsed() < SHOW_UP {
         if let Some(queue) = single_key(con, QUEUE_PATTERN).await
             && llen(con, &queue).await == n
         {
-            let waiter_prefix = format!("{}:", queue.replacen("__waitq__", "__waiters__", 1));
-            return (queue, waiter_prefix);
+            let entries = queue.replacen("__waitq__", "__waiters__", 1);
+            return (queue, entries);
         }
         sleep(POLL).await;
     }

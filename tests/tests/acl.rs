@@ -24,14 +24,17 @@ const RULE: &[&str] = &[
     "+pexpire",
     "+pttl",
     "+exists",
+    "+type",
+    "+time",
+    "+publish",
     "+lrem",
     "+lindex",
     "+lpop",
+    "+lpush",
     "+rpush",
-    "+getdel",
     "+hget",
     "+hset",
-    "+publish",
+    "+hdel",
 ];
 
 const PASSWORD: &str = "pa55-w0rd-never-shown";
