@@ -29,6 +29,24 @@ pub enum LockError {
         /// The full Redis key, prefix included.
         key: String,
     },
+    /// Redlock: a release deleted the key on `confirmed` nodes, fewer than the quorum of
+    /// `needed`, within the node timeout, and the nodes that did not answer in time may still
+    /// hold it. Not [`Lost`](Self::Lost) (`is_lost()` is `false`): the lease had not ended and
+    /// no quorum answered that the key holds another token, so no other holder can have had
+    /// it. The compare-and-delete was sent to the late nodes, and it is retried in the
+    /// background until they answer or the TTL ends: the key is gone from them by then at the
+    /// latest, as after a dropped guard.
+    #[error(
+        "release of lock `{key}` was confirmed by {confirmed} nodes within the node timeout, and a quorum needs {needed}; the late nodes are released in the background"
+    )]
+    ReleaseUnconfirmed {
+        /// The full Redis key, prefix included.
+        key: String,
+        /// Nodes that answered within the node timeout that they deleted the key.
+        confirmed: usize,
+        /// The quorum: N/2 + 1 of the configured N.
+        needed: usize,
+    },
     /// Redis answered with an error, or the connection failed or timed out.
     #[error("redis error: {0}")]
     Redis(#[from] redis::RedisError),
