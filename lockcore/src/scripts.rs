@@ -366,6 +366,12 @@ impl<'s> Call<'s> {
         self
     }
 
+    /// The script and its `EVALSHA` command, for a pipeline that sends more after it (the
+    /// replicas' `WAIT`).
+    pub(crate) fn parts(&self) -> (&'s Script, &redis::Cmd) {
+        (self.script, &self.cmd)
+    }
+
     /// Sends the call; errors are [`explain`]ed.
     pub(crate) async fn invoke<T: redis::FromRedisValue>(
         &self,
