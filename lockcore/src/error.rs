@@ -21,9 +21,12 @@ pub enum LockError {
         waited: Duration,
     },
     /// This holder no longer owns the key: its lease expired, or the key was deleted or now
-    /// holds another holder's token. Returned by release and extend, and by a
+    /// holds another holder's token. Returned by release and extend, by a
     /// `#[distributed_lock]` fn with `on_lost = "abort"` (the default) whose lock was lost while
-    /// its body ran.
+    /// its body ran, and by an idempotent call whose lock ended before its record was stored
+    /// (nothing is stored; see `LockManager::idempotent`). Under Redlock a release reports it
+    /// only when the token was on fewer than a quorum of nodes (otherwise
+    /// [`ReleaseUnconfirmed`](Self::ReleaseUnconfirmed)).
     #[error("lock `{key}` was lost: the key expired or holds another holder's token")]
     Lost {
         /// The full Redis key, prefix included.

@@ -290,26 +290,7 @@ async fn wait_for_replicas_goes_to_the_slot_primary_with_its_script() {
             .get_multiplexed_async_connection()
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query_async(&mut con)
-                .await
-                .unwrap_or_default();
-            if info
-                .lines()
-                .any(|l| l.starts_with("slave0:") && l.contains("state=online"))
-            {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{}: no online replica within 10 s: {info}",
-                primary.url()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        lockcore_tests::assert_replica_online_within(&mut con, Duration::from_secs(10)).await;
     }
     let mut slots = std::collections::BTreeSet::new();
     for key in ["order:1", "order:2", "order:3", "{user:7}:cart", "x}{y"] {

@@ -148,32 +148,12 @@ async fn wait_for_replicas_timeout_must_stay_below_the_response_timeout() {
 /// sentinels to fail over (about 2.5 s here) while an acquire's script waits in the delay line.
 const PRIMARY_STALL: Duration = Duration::from_secs(8);
 
-/// `field:value` of an `INFO` reply.
-fn info_field(info: &str, field: &str) -> Option<String> {
-    info.lines()
-        .find_map(|line| line.trim().strip_prefix(field)?.strip_prefix(':'))
-        .map(str::to_owned)
-}
-
 async fn connect(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url)
         .unwrap_or_else(|e| panic!("{url}: {e}"))
         .get_multiplexed_async_connection()
         .await
         .unwrap_or_else(|e| panic!("{url}: {e}"))
-}
-
-/// Polls `check` every 20 ms until it holds, for at most `within`.
-async fn until(within: Duration, what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    // Bounded by the deadline.
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not happen within {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// `wait_for_replicas(1, ..)` across a fail-over. The sentinels reach the first primary P1 only
@@ -214,30 +194,16 @@ async fn wait_for_replicas_covers_the_write_across_a_failover() {
         .query_async(&mut p2)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    // Online: synced, so that a `WAIT` on P2 counts it.
-    until(
-        Duration::from_secs(4),
-        "the other replica online under P2",
-        async || {
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query_async(&mut p2)
-                .await
-                .unwrap_or_default();
-            info_field(&info, "slave0").is_some_and(|replica| replica.contains("state=online"))
-        },
-    )
-    .await;
+    // The other replica follows P2, synced: a `WAIT` on P2 counts it.
+    lockcore_tests::assert_replica_online_within(&mut p2, Duration::from_secs(4)).await;
     // The manager's own connection to P2: not a replica, a sentinel or this probe.
-    until(
+    let clients = lockcore_tests::cmd(&["CLIENT", "LIST"]);
+    lockcore_tests::poll_reply_until(
+        &mut p2,
+        &clients,
         Duration::from_secs(3),
         "the manager connecting to P2",
-        async || {
-            let clients: String = redis::cmd("CLIENT")
-                .arg("LIST")
-                .query_async(&mut p2)
-                .await
-                .unwrap_or_default();
+        |clients| {
             clients
                 .lines()
                 .any(|line| line.contains(" name= ") && line.contains(" flags=N "))
