@@ -244,7 +244,9 @@ impl Backend {
 
     /// Compare-and-delete of `token` (one node: with hand-off to the first live waiter, which
     /// also withdraws `token` from the waiter queue). Redlock reports
-    /// [`Released::HeldByOther`] when no quorum deleted it.
+    /// [`Released::HeldByOther`] when the token was on fewer than a quorum, and
+    /// [`Released::Unconfirmed`] when nodes that did not answer in time decide (see
+    /// [`Redlock::release`]).
     ///
     /// # Errors
     /// One node: [`LockError::Redis`]. Redlock: [`LockError::QuorumUnreachable`] when fewer
@@ -257,11 +259,7 @@ impl Backend {
     ) -> Result<Released, LockError> {
         match &self.kind {
             Kind::Single(single) => Ok(single.release(key, token).await?),
-            Kind::Redlock(redlock) => Ok(if redlock.release(key, token, ttl).await? {
-                Released::Deleted
-            } else {
-                Released::HeldByOther
-            }),
+            Kind::Redlock(redlock) => redlock.release(key, token, ttl).await,
         }
     }
 
@@ -348,16 +346,35 @@ impl Backend {
         });
     }
 
-    /// Compare-and-delete with retries, for background use. Gives up once `ttl` has passed
-    /// (the key has expired by then) or after 16 attempts, whichever comes first.
+    /// Compare-and-delete with retries, for background use. Redlock: every node is retried
+    /// until it has answered (a late or unreachable node may still hold the token). Gives up
+    /// once `ttl` has passed (the key has expired by then) or after 16 attempts, whichever
+    /// comes first.
     async fn release_with_retries(&self, key: &str, token: &str, ttl: Duration) {
         let give_up_at = Instant::now() + ttl;
         let mut delay = Duration::from_millis(10);
+        let mut pending: Vec<usize> = match &self.kind {
+            Kind::Single(_) => Vec::new(),
+            Kind::Redlock(redlock) => (0..redlock.len()).collect(),
+        };
         for _ in 0..16 {
-            match self.release(key, token, ttl).await {
-                Ok(_) => return,
-                Err(err) => {
-                    tracing::debug!(key, error = %err, "background release failed; retrying");
+            match &self.kind {
+                Kind::Single(single) => match single.release(key, token).await {
+                    Ok(_) => return,
+                    Err(err) => {
+                        tracing::debug!(key, error = %err, "background release failed; retrying");
+                    }
+                },
+                Kind::Redlock(redlock) => {
+                    pending = redlock.release_on(key, token, &pending, give_up_at).await;
+                    if pending.is_empty() {
+                        return;
+                    }
+                    tracing::debug!(
+                        key,
+                        nodes = pending.len(),
+                        "background release not answered by every node; retrying them"
+                    );
                 }
             }
             if Instant::now() + delay >= give_up_at {

@@ -191,9 +191,14 @@ impl LockManagerBuilder {
     /// `replicas` replicas acknowledged the write. Too few acknowledgements within `timeout`
     /// release the key (acquire) and return [`LockError::NotReplicated`]. Narrows the window in
     /// which a fail-over to a replica that missed the write grants the lock twice; it does not
-    /// close it (Redis replication stays asynchronous). One extra round trip per call, and the
-    /// `WAIT` holds the manager's connection meanwhile: other lock calls of this manager queue
-    /// behind it. `timeout` must be above zero and below the
+    /// close it (Redis replication stays asynchronous). The `WAIT` is sent in one pipeline with
+    /// the script it covers, on one connection (on a cluster, to the primary of the key's
+    /// slot): `WAIT` counts only the writes of the connection that sends it, so a connection
+    /// swapped in between (a Sentinel fail-over, a reconnect) cannot answer for a write it did
+    /// not make. No extra round trip, but every acquire attempt carries the `WAIT`, also one
+    /// that finds the key held (it returns at once while the replicas keep up), and the `WAIT`
+    /// holds the manager's connection meanwhile: other lock calls of this manager queue behind
+    /// it. `timeout` must be above zero and below the
     /// [`response_timeout`](Self::response_timeout); [`build`](Self::build) refuses it otherwise
     /// ([`LockError::InvalidOptions`]). An extend that too few replicas acknowledge keeps the
     /// new TTL (Redis applied it) and returns [`LockError::NotReplicated`].

@@ -21,13 +21,34 @@ pub enum LockError {
         waited: Duration,
     },
     /// This holder no longer owns the key: its lease expired, or the key was deleted or now
-    /// holds another holder's token. Returned by release and extend, and by a
+    /// holds another holder's token. Returned by release and extend, by a
     /// `#[distributed_lock]` fn with `on_lost = "abort"` (the default) whose lock was lost while
-    /// its body ran.
+    /// its body ran, and by an idempotent call whose lock ended before its record was stored
+    /// (nothing is stored; see `LockManager::idempotent`). Under Redlock a release reports it
+    /// only when the token was on fewer than a quorum of nodes (otherwise
+    /// [`ReleaseUnconfirmed`](Self::ReleaseUnconfirmed)).
     #[error("lock `{key}` was lost: the key expired or holds another holder's token")]
     Lost {
         /// The full Redis key, prefix included.
         key: String,
+    },
+    /// Redlock: a release deleted the key on `confirmed` nodes, fewer than the quorum of
+    /// `needed`, within the node timeout, and the nodes that did not answer in time may still
+    /// hold it. Not [`Lost`](Self::Lost) (`is_lost()` is `false`): the lease had not ended and
+    /// no quorum answered that the key holds another token, so no other holder can have had
+    /// it. The compare-and-delete was sent to the late nodes, and it is retried in the
+    /// background until they answer or the TTL ends: the key is gone from them by then at the
+    /// latest, as after a dropped guard.
+    #[error(
+        "release of lock `{key}` was confirmed by {confirmed} nodes within the node timeout, and a quorum needs {needed}; the late nodes are released in the background"
+    )]
+    ReleaseUnconfirmed {
+        /// The full Redis key, prefix included.
+        key: String,
+        /// Nodes that answered within the node timeout that they deleted the key.
+        confirmed: usize,
+        /// The quorum: N/2 + 1 of the configured N.
+        needed: usize,
     },
     /// Redis answered with an error, or the connection failed or timed out.
     #[error("redis error: {0}")]

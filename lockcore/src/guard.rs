@@ -155,6 +155,11 @@ impl LockGuard {
     ///   deleted, or holds another holder's token; another holder's key is left untouched.
     /// - [`LockError::Redis`] when Redis could not be reached; a background compare-and-delete
     ///   is then spawned, as on drop.
+    /// - Redlock: [`LockError::ReleaseUnconfirmed`] when the key was deleted on fewer than a
+    ///   quorum within the node timeout and the nodes that had not answered yet may hold it
+    ///   (not a loss; they are released in the background), [`LockError::QuorumUnreachable`]
+    ///   when fewer than a quorum of nodes could be reached (released in the background, as on
+    ///   drop).
     pub async fn release(mut self) -> Result<(), LockError> {
         self.renewal = None;
         self.promotion = None;
@@ -173,6 +178,24 @@ impl LockGuard {
             // missing key before the deadline is that first run's work, not a loss.
             Released::Missing => self.shared.backend.may_resend() && within_lease,
             Released::HeldByOther => false,
+            Released::Unconfirmed { confirmed, needed } => {
+                // The late nodes still get the compare-and-delete, retried until they answer.
+                self.shared.backend.spawn_release(
+                    self.lease.key.clone(),
+                    self.lease.token.clone(),
+                    self.lease.ttl(),
+                );
+                // Before the deadline the key cannot have expired on the late nodes.
+                if was_held && within_lease {
+                    telemetry::released(&self.lease, "unconfirmed");
+                    return Err(LockError::ReleaseUnconfirmed {
+                        key: self.lease.key.clone(),
+                        confirmed,
+                        needed,
+                    });
+                }
+                false
+            }
         };
         let outcome = if ours && was_held { "released" } else { "lost" };
         telemetry::released(&self.lease, outcome);

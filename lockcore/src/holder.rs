@@ -79,6 +79,34 @@ pub fn entry_deadline_ms(entry: &str) -> Option<u64> {
     entry.split_once('|')?.0.parse().ok()
 }
 
+/// The record key and the lock key of idempotency key `idempotency_key` (as the application
+/// passes it, without the prefix) under `prefix`: `<prefix>__idem__{<tag>}rec:<key>` holds the
+/// stored record (JSON), `<prefix>__idem__{<tag>}lock:<key>` the lock of its running first
+/// call. `<tag>` is a short Redis Cluster hash tag derived from the idempotency key, so that
+/// both keys share one cluster slot.
+///
+/// ```
+/// let (record, lock) = lockcore::holder::idempotency_keys("lock:", "order:req:9f2c");
+/// assert!(record.starts_with("lock:__idem__{") && record.ends_with("}rec:order:req:9f2c"));
+/// assert!(lock.starts_with("lock:__idem__{") && lock.ends_with("}lock:order:req:9f2c"));
+/// ```
+pub fn idempotency_keys(prefix: &str, idempotency_key: &str) -> (String, String) {
+    crate::key::idempotency_keys(prefix, idempotency_key)
+}
+
+/// The idempotency key of `key` (full key, prefix included) when it is an idempotency record
+/// key or its lock key (see [`idempotency_keys`]); `None` for any other key.
+///
+/// ```
+/// let (record, lock) = lockcore::holder::idempotency_keys("lock:", "order:req:9f2c");
+/// assert_eq!(lockcore::holder::idempotency_key_of("lock:", &record), Some("order:req:9f2c"));
+/// assert_eq!(lockcore::holder::idempotency_key_of("lock:", &lock), Some("order:req:9f2c"));
+/// assert_eq!(lockcore::holder::idempotency_key_of("lock:", "lock:order:1"), None);
+/// ```
+pub fn idempotency_key_of<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
+    crate::key::idempotency_key_of(prefix, key)
+}
+
 /// Whether `key` (full key, prefix included) is one of the library's auxiliary keys under
 /// `prefix` (a fencing counter or a waiter queue) rather than a lock. Lock keys can never take
 /// these names.

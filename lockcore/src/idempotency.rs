@@ -2,25 +2,33 @@
 //! instead of running again. [`LockManager::idempotent`] and `#[lockcore::idempotent]`.
 //!
 //! # Records
-//! - The record of key `k` is `<prefix>__idem__rec:k`; the lock that serialises its first run is
-//!   `<prefix>__idem__lock:k`. No lock key can start with `__idem__`
-//!   ([`LockError::InvalidKey`]), so a record never collides with, or blocks, a lock on the
-//!   same rendered key.
-//! - A record is written once, with one `SET .. PX record_ttl`, after the body returned `Ok`
-//!   and before the lock is released: there is no half-written record. It is a JSON object
-//!   `{"v":1,"at_ms":..,"fingerprint":..,"value":..}` (`at_ms`: Unix time of the write).
-//! - Under Redlock the record is written to every node and read from the first that has it.
+//! - The record of key `k` is `<prefix>__idem__{<tag>}rec:k`; the lock that serialises its
+//!   first run is `<prefix>__idem__{<tag>}lock:k`, where `<tag>` is a short hash tag derived
+//!   from `k` ([`holder::idempotency_keys`](crate::holder::idempotency_keys)), so both share a
+//!   Redis Cluster slot. No lock key can start with `__idem__` ([`LockError::InvalidKey`]), so
+//!   a record never collides with, or blocks, a lock on the same rendered key.
+//! - A record is written once, after the body returned `Ok` and before the lock is released,
+//!   by one script that sets it (`SET .. PX record_ttl`) only while the lock key still holds
+//!   this call's lock value: a call whose lease ended (its watchdog could not renew, say) never
+//!   overwrites the record of the duplicate that took the lock after it, and fails with
+//!   [`LockError::Lost`] instead of answering its own value. There is no half-written record.
+//!   It is a JSON object `{"v":1,"at_ms":..,"fingerprint":..,"value":..}` (`at_ms`: Unix time
+//!   of the write).
+//! - Under Redlock the record is written, by that script, to every node; it is stored when a
+//!   quorum stored it, and read as the record a quorum of nodes hold (a write that reached
+//!   fewer nodes answered nobody and is ignored; the next call runs the body).
+
+mod store;
 
 use std::future::Future;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use futures_util::future::join_all;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::key::IDEMPOTENCY_NAME;
-use crate::options::duration_ms;
+use crate::key::idempotency_keys;
 use crate::{LockError, LockManager, LockOptions};
+use store::Store;
 
 /// What [`LockManager::idempotent`] keeps and how it waits.
 ///
@@ -99,7 +107,14 @@ impl LockManager {
     /// - [`LockError::BadIdempotencyRecord`] when the record does not deserialize into `T`
     ///   (`body` is not run again), or the new value is too large
     ///   ([`Idempotency::MAX_RECORD_BYTES`]) or does not serialize (nothing is stored);
-    /// - [`LockError::Redis`] when Redis cannot be reached.
+    /// - [`LockError::Lost`] (naming the lock key) when this call's lock ended before its
+    ///   record was stored: its lease expired (e.g. the watchdog could not renew it in time) or
+    ///   another holder has the lock. `body` ran, but its value is neither stored nor
+    ///   returned, since a duplicate may have run `body` and stored its own value meanwhile: a
+    ///   retry returns the stored value, or runs `body` again when none was stored;
+    /// - [`LockError::Redis`] when Redis cannot be reached (Redlock:
+    ///   [`LockError::QuorumUnreachable`] when too few nodes answer to tell whether a record
+    ///   is stored).
     pub async fn idempotent<T, E, F, Fut>(
         &self,
         key: &str,
@@ -143,14 +158,14 @@ impl LockManager {
         };
         // The key and options as for a lock (the record's lock key is derived from it).
         self.checked_key(key, &opts)?;
-        let record_key = format!("{}{IDEMPOTENCY_NAME}rec:{key}", self.key_prefix());
-        if let Some(value) = self.read_record(key, &record_key, idem).await? {
+        let (record_key, lock_key) = idempotency_keys(self.key_prefix(), key);
+        let store = Store::new(self.data_nodes());
+        if let Some(value) = store.read(key, &record_key, idem).await? {
             return Ok(Ok(value));
         }
-        let lock_key = format!("{}{IDEMPOTENCY_NAME}lock:{key}", self.key_prefix());
         let guard = self.acquire_checked(lock_key, &opts).await?;
         // The first call may have finished while this one waited.
-        let stored = match self.read_record(key, &record_key, idem).await {
+        let stored = match store.read(key, &record_key, idem).await {
             Ok(Some(value)) => Some(Ok(value)),
             Ok(None) => None,
             Err(error) => Some(Err(error)),
@@ -158,132 +173,21 @@ impl LockManager {
         let result = match stored {
             Some(stored) => stored.map(Ok),
             None => match body().await {
-                Ok(value) => self
-                    .write_record(key, &record_key, idem, &value)
+                Ok(value) => store
+                    .write(key, &record_key, &guard, idem, &value)
                     .await
                     .map(|()| Ok(value)),
                 Err(error) => Ok(Err(error)),
             },
         };
-        if let Err(error) = guard.release().await {
+        let known_lost = matches!(result, Err(LockError::Lost { .. }));
+        if let Err(error) = guard.release().await
+            && !known_lost
+        {
             tracing::warn!(key, %error, "could not release the idempotency lock");
         }
         result
     }
-
-    /// The stored value, if a node has a record.
-    async fn read_record<T: DeserializeOwned>(
-        &self,
-        key: &str,
-        record_key: &str,
-        idem: &Idempotency,
-    ) -> Result<Option<T>, LockError> {
-        let nodes = self.data_nodes();
-        let mut last_error = None;
-        for mut con in nodes.iter().cloned() {
-            match redis::cmd("GET")
-                .arg(record_key)
-                .query_async::<Option<String>>(&mut con)
-                .await
-            {
-                Ok(Some(text)) => return decode(key, &text, idem).map(Some),
-                Ok(None) => {}
-                Err(error) => last_error = Some(error),
-            }
-        }
-        match last_error {
-            // One node is enough to have the record; all failing is an error.
-            Some(error) if nodes.len() == 1 => Err(error.into()),
-            _ => Ok(None),
-        }
-    }
-
-    async fn write_record<T: Serialize>(
-        &self,
-        key: &str,
-        record_key: &str,
-        idem: &Idempotency,
-        value: &T,
-    ) -> Result<(), LockError> {
-        let text = encode(key, idem, value)?;
-        let ttl_ms = duration_ms(idem.record_ttl);
-        let nodes = self.data_nodes();
-        let writes = nodes.iter().cloned().map(|mut con| {
-            let text = &text;
-            async move {
-                redis::cmd("SET")
-                    .arg(record_key)
-                    .arg(text)
-                    .arg("PX")
-                    .arg(ttl_ms)
-                    .query_async::<()>(&mut con)
-                    .await
-            }
-        });
-        let results = join_all(writes).await;
-        let written = results.iter().filter(|r| r.is_ok()).count();
-        match results.into_iter().find_map(Result::err) {
-            // Redlock: a quorum of copies, as for the lock itself.
-            Some(error) if written < nodes.len() / 2 + 1 => Err(error.into()),
-            _ => Ok(()),
-        }
-    }
-}
-
-fn bad(key: &str, reason: String) -> LockError {
-    LockError::BadIdempotencyRecord {
-        key: key.to_owned(),
-        reason,
-    }
-}
-
-fn encode<T: Serialize>(key: &str, idem: &Idempotency, value: &T) -> Result<String, LockError> {
-    let value = serde_json::to_value(value)
-        .map_err(|e| bad(key, format!("the value does not serialize: {e}")))?;
-    let at_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, duration_ms);
-    let record = serde_json::json!({
-        "v": 1,
-        "at_ms": at_ms,
-        "fingerprint": idem.fingerprint,
-        "value": value,
-    });
-    let text = record.to_string();
-    if text.len() > Idempotency::MAX_RECORD_BYTES {
-        return Err(bad(
-            key,
-            format!(
-                "the record is {} bytes; expected at most {} (nothing was stored)",
-                text.len(),
-                Idempotency::MAX_RECORD_BYTES
-            ),
-        ));
-    }
-    Ok(text)
-}
-
-fn decode<T: DeserializeOwned>(key: &str, text: &str, idem: &Idempotency) -> Result<T, LockError> {
-    let mut record: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| bad(key, format!("the stored record is not JSON: {e}")))?;
-    let stored_fingerprint = record.get("fingerprint").and_then(|f| f.as_str());
-    if let (Some(expected), Some(stored)) = (&idem.fingerprint, stored_fingerprint)
-        && expected != stored
-    {
-        return Err(LockError::IdempotencyMismatch {
-            key: key.to_owned(),
-        });
-    }
-    let value = record
-        .get_mut("value")
-        .map(serde_json::Value::take)
-        .ok_or_else(|| bad(key, "the stored record has no value".to_owned()))?;
-    serde_json::from_value(value).map_err(|e| {
-        bad(
-            key,
-            format!("the stored value does not deserialize into the return type: {e}"),
-        )
-    })
 }
 
 /// Not public API: the arguments of `#[idempotent]` that reach the runtime.

@@ -7,8 +7,43 @@ use crate::LockError;
 use crate::fencing::COUNTER_NAME;
 use crate::handoff::{ENTRIES_NAME, QUEUE_NAME};
 
-/// The name space of idempotency records and their locks (`__idem__rec:..`, `__idem__lock:..`).
+/// The name space of idempotency records and their locks (`__idem__{tag}rec:..`,
+/// `__idem__{tag}lock:..`).
 pub(crate) const IDEMPOTENCY_NAME: &str = "__idem__";
+/// What follows the hash tag in an idempotency record's key, and in its lock's key.
+const IDEMPOTENCY_RECORD: &str = "rec:";
+const IDEMPOTENCY_LOCK: &str = "lock:";
+
+/// The record key and the lock key of idempotency key `key` under `prefix`:
+/// `<prefix>__idem__{<tag>}rec:<key>` and `<prefix>__idem__{<tag>}lock:<key>`. `<tag>` is a
+/// short hash tag derived from `key` alone, so both keys share one Redis Cluster slot (the
+/// record is written by a script that checks the lock), whatever `prefix` and `key` contain:
+/// the first `{` of either key is in the common part before the tag's `}`.
+pub(crate) fn idempotency_keys(prefix: &str, key: &str) -> (String, String) {
+    let tag = crate::slot::tag_for(key);
+    let named = |kind: &str| {
+        let mut full = String::with_capacity(
+            prefix.len() + IDEMPOTENCY_NAME.len() + tag.len() + 2 + kind.len() + key.len(),
+        );
+        for part in [prefix, IDEMPOTENCY_NAME, "{", tag, "}", kind, key] {
+            full.push_str(part);
+        }
+        full
+    };
+    (named(IDEMPOTENCY_RECORD), named(IDEMPOTENCY_LOCK))
+}
+
+/// The idempotency key of a record key or lock key from [`idempotency_keys`]; `None` for any
+/// other key.
+pub(crate) fn idempotency_key_of<'k>(prefix: &str, full: &'k str) -> Option<&'k str> {
+    let tagged = full
+        .strip_prefix(prefix)?
+        .strip_prefix(IDEMPOTENCY_NAME)?
+        .strip_prefix('{')?;
+    let (_, rest) = tagged.split_once('}')?;
+    rest.strip_prefix(IDEMPOTENCY_RECORD)
+        .or_else(|| rest.strip_prefix(IDEMPOTENCY_LOCK))
+}
 
 /// Key name prefixes of lockcore's auxiliary keys (fencing counter, waiter queue, idempotency
 /// records).
@@ -81,6 +116,30 @@ mod tests {
         }
         assert_eq!(reserved_prefix("_x__waitq__"), None);
         assert_eq!(reserved_prefix("__other"), None);
+    }
+
+    #[test]
+    fn an_idempotency_record_shares_its_locks_slot_and_names_its_key() {
+        for prefix in ["lock:", "", "{app}:", "a{", "}{"] {
+            for key in ["order:req:1", "{user:7}:req", "caf\u{e9}", "{}", "x}y{"] {
+                let (record, lock) = idempotency_keys(prefix, key);
+                assert_eq!(
+                    crate::slot::key_hash_slot(record.as_bytes()),
+                    crate::slot::key_hash_slot(lock.as_bytes()),
+                    "{record} / {lock}"
+                );
+                assert_eq!(idempotency_key_of(prefix, &record), Some(key));
+                assert_eq!(idempotency_key_of(prefix, &lock), Some(key));
+                let name = record.strip_prefix(prefix).unwrap_or_default();
+                assert_eq!(reserved_prefix(name), Some(IDEMPOTENCY_NAME), "{record}");
+            }
+        }
+        let (record, lock) = idempotency_keys("lock:", "req:1");
+        let tag = crate::slot::tag_for("req:1");
+        assert_eq!(record, format!("lock:__idem__{{{tag}}}rec:req:1"));
+        assert_eq!(lock, format!("lock:__idem__{{{tag}}}lock:req:1"));
+        assert_eq!(idempotency_key_of("lock:", "lock:order:1"), None);
+        assert_eq!(idempotency_key_of("lock:", "lock:__idem__rec:req:1"), None);
     }
 
     #[test]

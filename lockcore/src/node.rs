@@ -12,8 +12,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::io::tcp::TcpSettings;
 use redis::{
-    Client, Cmd, ConnectionAddr, ConnectionInfo, FromRedisValue, IntoConnectionInfo, Pipeline,
-    RedisFuture, Value,
+    Client, Cmd, ConnectionInfo, FromRedisValue, IntoConnectionInfo, Pipeline, RedisFuture, Value,
 };
 
 use crate::LockError;
@@ -37,6 +36,14 @@ impl ConnectOptions {
     pub(crate) fn tcp_settings(&self) -> TcpSettings {
         TcpSettings::default().set_nodelay(self.tcp_nodelay)
     }
+}
+
+/// Whether `url` names a TLS scheme (`rediss://` or `valkeys://`, in any case), the only ones
+/// redis-rs connects to with TLS.
+fn uses_tls(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
+    })
 }
 
 /// How often the cluster client retries a command (MOVED, ASK, a lost connection) within the
@@ -68,6 +75,11 @@ impl Node {
         url: &str,
         options: &ConnectOptions,
     ) -> Result<ConnectionInfo, LockError> {
+        // Before redis-rs parses it: without its TLS feature, redis-rs refuses a TLS URL as
+        // if it were malformed.
+        if uses_tls(url) {
+            crate::tls::ensure_supported(url)?;
+        }
         let info = url
             .into_connection_info()
             .map_err(|err| LockError::InvalidOptions {
@@ -78,9 +90,6 @@ impl Node {
                 ),
             })?
             .set_tcp_settings(options.tcp_settings());
-        if matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
-            crate::tls::ensure_supported(url)?;
-        }
         Ok(info)
     }
 
@@ -220,5 +229,87 @@ async fn warn_if_counter_can_be_evicted(conn: &mut ConnectionManager) {
             policy,
             "maxmemory-policy may evict the fencing counter; fencing tokens are then no longer monotonic"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> ConnectOptions {
+        ConnectOptions {
+            connection_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_secs(1),
+            tcp_nodelay: true,
+            tls: TlsFiles::default(),
+        }
+    }
+
+    /// Without the `tls` feature a TLS URL is refused with the fix (the feature to enable),
+    /// whatever redis-rs would say of it, and without its password.
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn a_tls_url_without_the_feature_names_the_feature() {
+        for url in [
+            "rediss://127.0.0.1:7391/",
+            "REDISS://127.0.0.1:7391/",
+            "valkeys://app:s3cret@127.0.0.1:7391/",
+            "rediss://127.0.0.1:7391/#insecure",
+        ] {
+            let Err(LockError::InvalidOptions { reason }) = Node::connection_info(url, &options())
+            else {
+                panic!("{url}: expected InvalidOptions");
+            };
+            assert!(
+                reason.contains("enable lockcore's cargo feature `tls`"),
+                "{url}: {reason}"
+            );
+            assert!(!reason.contains("malformed"), "{url}: {reason}");
+            assert!(!reason.contains("s3cret"), "{url}: {reason}");
+        }
+    }
+
+    /// `LockManager::connect` reaches the same message, before any network call.
+    #[cfg(not(feature = "tls"))]
+    #[tokio::test]
+    async fn connect_with_a_tls_url_without_the_feature_names_the_feature() {
+        let err = crate::LockManager::connect("rediss://127.0.0.1:7391/")
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("enable lockcore's cargo feature `tls`"),
+            "{err}"
+        );
+    }
+
+    /// The twin: with the feature the same URLs are accepted as TLS addresses.
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_tls_url_with_the_feature_is_a_tls_address() {
+        for url in [
+            "rediss://127.0.0.1:7391/",
+            "valkeys://app:s3cret@127.0.0.1:7391/",
+        ] {
+            let info =
+                Node::connection_info(url, &options()).unwrap_or_else(|e| panic!("{url}: {e}"));
+            assert!(
+                matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }),
+                "{url}"
+            );
+        }
+    }
+
+    /// A malformed URL is still called malformed, and a plain one passes.
+    #[test]
+    fn other_urls_are_unchanged() {
+        let Err(LockError::InvalidOptions { reason }) =
+            Node::connection_info("http://127.0.0.1:7391/", &options())
+        else {
+            panic!("expected InvalidOptions");
+        };
+        assert!(reason.contains("malformed"), "{reason}");
+        assert!(Node::connection_info("redis://127.0.0.1:7391/", &options()).is_ok());
     }
 }

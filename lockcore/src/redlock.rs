@@ -14,7 +14,9 @@
 //!    not answered yet: the release follows the `SET` on the same connection, so a node that
 //!    answers late does not keep a loser's token.
 //!
-//! Release goes to all nodes. Extend and watchdog renewal succeed only with a quorum (and, for
+//! Release goes to all nodes; it is confirmed by a quorum of deletions, reported lost only when
+//! the token was on fewer than a quorum, and otherwise (nodes late beyond the node timeout
+//! decide) unconfirmed and finished in the background. Extend and watchdog renewal succeed only with a quorum (and, for
 //! extend, within the remaining validity).
 //!
 //! ## What Redlock assumes
@@ -36,12 +38,14 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
+use tokio::time::Instant;
 
 use crate::node::Node;
 use crate::options::duration_ms;
 use crate::renew::{RenewItem, renew_on};
-use crate::vote::Vote;
+use crate::vote::{Released, Vote};
 use crate::{LockError, scripts};
 
 /// N independent masters.
@@ -251,18 +255,23 @@ impl Redlock {
         }
     }
 
-    /// Compare-and-delete of `token` on every node. `Ok(true)` when it was deleted on a
-    /// quorum.
+    /// Compare-and-delete of `token` on every node, each answer awaited for one node timeout:
+    /// - [`Released::Deleted`] when it was deleted on a quorum;
+    /// - [`Released::HeldByOther`] when the token was on fewer than a quorum: the nodes that
+    ///   deleted it and those that did not answer are fewer than a quorum;
+    /// - [`Released::Unconfirmed`] otherwise: the nodes that did not answer in time decide,
+    ///   and their answers are not awaited (the release was sent to them).
     ///
     /// # Errors
-    /// [`LockError::QuorumUnreachable`] when fewer than a quorum of nodes answered.
+    /// [`LockError::QuorumUnreachable`] when the nodes that answered or timed out are fewer
+    /// than a quorum (the others failed at once: down or refusing connections).
     pub(crate) async fn release(
         &self,
         key: &str,
         token: &str,
         ttl: Duration,
-    ) -> Result<bool, LockError> {
-        let (mut deleted, mut answered) = (0usize, 0usize);
+    ) -> Result<Released, LockError> {
+        let (mut deleted, mut answered, mut late) = (0usize, 0usize, 0usize);
         self.fan_out(
             ttl,
             |_| true,
@@ -274,16 +283,73 @@ impl Redlock {
                     .await
             },
             |_, reply| {
-                if let Some(Ok(n)) = reply {
-                    answered += 1;
-                    deleted += usize::from(n == 1);
+                match reply {
+                    Some(Ok(n)) => {
+                        answered += 1;
+                        deleted += usize::from(n == 1);
+                    }
+                    Some(Err(_)) => {}
+                    None => late += 1,
                 }
                 false
             },
         )
         .await;
-        self.settle(answered)?;
-        Ok(deleted >= self.quorum())
+        let quorum = self.quorum();
+        let unknown = self.nodes.len() - answered;
+        if deleted >= quorum {
+            return Ok(Released::Deleted);
+        }
+        if deleted + unknown < quorum {
+            return Ok(Released::HeldByOther);
+        }
+        if answered + late < quorum {
+            return Err(LockError::QuorumUnreachable {
+                reachable: answered,
+                needed: quorum,
+            });
+        }
+        Ok(Released::Unconfirmed {
+            confirmed: deleted,
+            needed: quorum,
+        })
+    }
+
+    /// Background: compare-and-delete of `token` on the nodes `pending` (indexes), each answer
+    /// awaited until `until` (not the node timeout: nobody waits on this). Returns the nodes
+    /// that still did not answer.
+    pub(crate) async fn release_on(
+        &self,
+        key: &str,
+        token: &str,
+        pending: &[usize],
+        until: Instant,
+    ) -> Vec<usize> {
+        let calls = pending.iter().filter_map(|&index| {
+            let mut node = self.nodes.get(index)?.clone();
+            Some(async move {
+                let reply = tokio::time::timeout_at(
+                    until,
+                    scripts::RELEASE
+                        .key(key)
+                        .arg(token)
+                        .invoke_async::<i64>(&mut node),
+                )
+                .await;
+                (index, matches!(reply, Ok(Ok(_))))
+            })
+        });
+        join_all(calls)
+            .await
+            .into_iter()
+            .filter(|(_, answered)| !answered)
+            .map(|(index, _)| index)
+            .collect()
+    }
+
+    /// The number of configured nodes.
+    pub(crate) fn len(&self) -> usize {
+        self.nodes.len()
     }
 
     /// Compare-and-`PEXPIRE` of every `(key, token, ttl)` on every node, in one script call

@@ -1,12 +1,15 @@
-//! [`WaitForReplicas`]: `WAIT replicas timeout` after each acquire and extend.
+//! [`WaitForReplicas`]: `WAIT replicas timeout` after each acquire and extend, in one pipeline
+//! with the script call whose write it covers.
 
 use std::time::Duration;
 
 use redis::aio::ConnectionLike as _;
+use redis::{FromRedisValue, Pipeline, Value};
 
 use crate::LockError;
 use crate::node::Node;
 use crate::options::duration_ms;
+use crate::scripts;
 
 /// How many replicas must acknowledge a lock write, and how long to wait for them.
 #[derive(Debug, Clone, Copy)]
@@ -16,27 +19,59 @@ pub(crate) struct WaitForReplicas {
 }
 
 impl WaitForReplicas {
-    /// Sends `WAIT` on the connection that wrote `key` (on a cluster, to the primary of its
-    /// slot), so that it covers that write.
+    /// Sends `call` (a script call that writes `key`) and `WAIT` as one pipeline, on one
+    /// connection (on a cluster, to the primary of `key`'s slot): `WAIT` counts the replicas
+    /// that acknowledged the writes of the connection that sends it, so it must be the
+    /// connection that wrote. Sent apart, a connection swapped in between (a Sentinel
+    /// fail-over, a reconnect) would send `WAIT` from a connection that wrote nothing, and it
+    /// would succeed at once. After `NOSCRIPT` the script is loaded and the pipeline sent
+    /// again. Returns the script's reply and the number of replicas that acknowledged.
     ///
     /// # Errors
-    /// [`LockError::NotReplicated`] when fewer replicas acknowledged within the timeout;
-    /// [`LockError::Redis`] when `WAIT` itself failed.
-    pub(crate) async fn wait(&self, node: &Node, key: &str) -> Result<(), LockError> {
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(self.replicas).arg(duration_ms(self.timeout));
-        let reply = match node {
-            Node::Cluster(conn) => {
-                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-                let slot = crate::slot::key_hash_slot(key.as_bytes());
-                let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
-                    Route::new(slot, SlotAddr::Master),
-                ));
-                conn.clone().route_command(cmd, route).await?
-            }
-            other => other.clone().req_packed_command(&cmd).await?,
-        };
-        let acked: usize = redis::from_redis_value(reply).map_err(redis::RedisError::from)?;
+    /// [`LockError::Redis`] when the pipeline, the script or `WAIT` failed (an ACL refusal in
+    /// the script is [`explain`](scripts::explain)ed).
+    pub(crate) async fn invoke<T: FromRedisValue>(
+        &self,
+        node: &Node,
+        call: &scripts::Call<'_>,
+        key: &str,
+    ) -> Result<(T, usize), LockError> {
+        let (script, cmd) = call.parts();
+        let mut pipeline = redis::pipe();
+        pipeline.add_command(cmd.clone());
+        pipeline
+            .cmd("WAIT")
+            .arg(self.replicas)
+            .arg(duration_ms(self.timeout));
+        let mut replies = send(node, &pipeline, key).await?;
+        if matches!(replies.first(), Some(Value::ServerError(error))
+            if error.kind() == Some(redis::ServerErrorKind::NoScript))
+        {
+            call.load(&mut node.clone()).await?;
+            replies = send(node, &pipeline, key).await?;
+        }
+        let [reply, acked] = <[Value; 2]>::try_from(replies).map_err(|replies| {
+            redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "unexpected reply to a script call and its `WAIT`",
+                format!("{replies:?}; expected two replies"),
+            ))
+        })?;
+        let reply = reply
+            .extract_error()
+            .and_then(|reply| T::from_redis_value(reply).map_err(redis::RedisError::from))
+            .map_err(|error| scripts::explain(script, error))?;
+        let acked = acked
+            .extract_error()
+            .and_then(|acked| usize::from_redis_value(acked).map_err(redis::RedisError::from))?;
+        Ok((reply, acked))
+    }
+
+    /// `Ok` when `acked` replicas are enough.
+    ///
+    /// # Errors
+    /// [`LockError::NotReplicated`] naming `key` when fewer replicas acknowledged.
+    pub(crate) fn check(&self, key: &str, acked: usize) -> Result<(), LockError> {
         if acked >= self.replicas {
             Ok(())
         } else {
@@ -46,5 +81,21 @@ impl WaitForReplicas {
                 needed: self.replicas,
             })
         }
+    }
+}
+
+/// `pipeline` on one connection of `node`: on a cluster, the primary of `key`'s slot.
+async fn send(node: &Node, pipeline: &Pipeline, key: &str) -> redis::RedisResult<Vec<Value>> {
+    let count = pipeline.len();
+    match node {
+        Node::Cluster(conn) => {
+            use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
+            let slot = crate::slot::key_hash_slot(key.as_bytes());
+            let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+            conn.clone()
+                .route_pipeline(pipeline.clone(), 0, count, route)
+                .await
+        }
+        other => other.clone().req_packed_commands(pipeline, 0, count).await,
     }
 }

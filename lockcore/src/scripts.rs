@@ -496,6 +496,12 @@ impl<'s> Call<'s> {
         self
     }
 
+    /// The script and its `EVALSHA` command, for a pipeline that sends more after it (the
+    /// replicas' `WAIT`).
+    pub(crate) fn parts(&self) -> (&'s Script, &redis::Cmd) {
+        (self.script, &self.cmd)
+    }
+
     /// Sends the call; errors are [`explain`]ed.
     pub(crate) async fn invoke<T: redis::FromRedisValue>(
         &self,
@@ -516,7 +522,7 @@ impl<'s> Call<'s> {
     }
 
     /// `SCRIPT LOAD` on the node that serves the first key (every node without a key).
-    async fn load(&self, node: &mut Node) -> redis::RedisResult<()> {
+    pub(crate) async fn load(&self, node: &mut Node) -> redis::RedisResult<()> {
         // The command is `EVALSHA sha numkeys key..`: the first key is its fourth word.
         let first_key = (self.keys > 0)
             .then(|| self.cmd.args_iter().nth(3))

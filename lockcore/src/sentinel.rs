@@ -133,7 +133,7 @@ impl SentinelPrimary {
 
     /// Whether `error` may mean that the primary moved.
     fn after_error(&self, error: &redis::RedisError) {
-        let failover = matches!(error.code(), Some("READONLY" | "MASTERDOWN"))
+        let failover = is_failover_code(error.code())
             || error.is_connection_dropped()
             || error.is_io_error()
             || error.is_timeout();
@@ -141,6 +141,22 @@ impl SentinelPrimary {
             self.re_resolve();
         }
     }
+
+    /// A pipeline's replies carry server errors as values: `READONLY` or `MASTERDOWN` among
+    /// them may mean that the primary moved, as for a single command.
+    fn after_replies(&self, replies: &[Value]) {
+        let moved = replies.iter().any(
+            |reply| matches!(reply, Value::ServerError(error) if is_failover_code(Some(error.code()))),
+        );
+        if moved {
+            self.re_resolve();
+        }
+    }
+}
+
+/// The error codes a demoted or cut-off primary answers with.
+fn is_failover_code(code: Option<&str>) -> bool {
+    matches!(code, Some("READONLY" | "MASTERDOWN"))
 }
 
 impl Inner {
@@ -249,8 +265,9 @@ impl ConnectionLike for SentinelPrimary {
                 .conn()
                 .req_packed_commands(pipeline, offset, count)
                 .await;
-            if let Err(err) = &reply {
-                self.after_error(err);
+            match &reply {
+                Ok(replies) => self.after_replies(replies),
+                Err(err) => self.after_error(err),
             }
             reply
         })

@@ -81,7 +81,8 @@ impl Single {
 
     /// One queue-aware acquire ([`ACQUIRE_QUEUED`](scripts::ACQUIRE_QUEUED)): with `queue`
     /// set, a waiter that finds the key held is queued for hand-off (see `handoff`). With
-    /// `wait_for_replicas`, a win is followed by `WAIT`.
+    /// `wait_for_replicas`, the script and `WAIT` go in one pipeline (see
+    /// [`WaitForReplicas::invoke`]), and a win counts once enough replicas acknowledged it.
     ///
     /// # Errors
     /// [`LockError::Redis`], or [`LockError::NotReplicated`] after a win that too few replicas
@@ -120,10 +121,15 @@ impl Single {
             .arg(value)
             .arg(duration_ms(ttl))
             .arg(&ticket);
-        let reply = call.invoke::<redis::Value>(&mut self.node.clone()).await?;
-        let vote = Vote::from_reply(reply, counter_key != key, key)?;
-        if let (Vote::Won { .. }, Some(replicas)) = (&vote, &self.replicas) {
-            replicas.wait(&self.node, key).await?;
+        let fenced = counter_key != key;
+        let Some(replicas) = &self.replicas else {
+            let reply = call.invoke::<redis::Value>(&mut self.node.clone()).await?;
+            return Vote::from_reply(reply, fenced, key);
+        };
+        let (reply, acked) = replicas.invoke(&self.node, &call, key).await?;
+        let vote = Vote::from_reply(reply, fenced, key)?;
+        if let Vote::Won { .. } = vote {
+            replicas.check(key, acked)?;
         }
         Ok(vote)
     }
@@ -153,9 +159,9 @@ impl Single {
     }
 
     /// Every key of `keys` in one [`ACQUIRE_ALL`](scripts::ACQUIRE_ALL) call, all or nothing.
-    /// `Ok(Some(fencing tokens))` in key order when all were taken (followed by one `WAIT` with
-    /// `wait_for_replicas`: it covers every write of the call), `Ok(None)` when a key is held or
-    /// has queued waiters (nothing was written).
+    /// `Ok(Some(fencing tokens))` in key order when all were taken (with `wait_for_replicas`,
+    /// sent in one pipeline with `WAIT`, which covers every write of the call), `Ok(None)` when
+    /// a key is held or has queued waiters (nothing was written).
     ///
     /// # Errors
     /// [`LockError::Redis`] (also for a reply that is not the script's, or a fencing token that
@@ -176,11 +182,11 @@ impl Single {
             .map(|(bulk, queue)| {
                 bulk.key.len() + bulk.counter_key.len() + queue.len() + bulk.token.len()
             })
-            .sum();
+            .sum::<usize>();
         let mut call = scripts::Call::new(
             &scripts::ACQUIRE_ALL,
-            keys.len() * 3,
-            keys.len() * 4 + 1,
+            3 * keys.len(),
+            4 * keys.len() + 1,
             bytes,
         );
         for (bulk, queue) in keys.iter().zip(&queues) {
@@ -190,7 +196,14 @@ impl Single {
         for bulk in keys {
             call.arg(bulk.token);
         }
-        let reply: Vec<redis::Value> = call.invoke(&mut self.node.clone()).await?;
+        let first_key = keys.first().map_or("", |bulk| bulk.key);
+        let (reply, acked): (Vec<redis::Value>, Option<usize>) = match &self.replicas {
+            None => (call.invoke(&mut self.node.clone()).await?, None),
+            Some(replicas) => {
+                let (reply, acked) = replicas.invoke(&self.node, &call, first_key).await?;
+                (reply, Some(acked))
+            }
+        };
         let tokens = match reply.split_first() {
             Some((redis::Value::Int(0), [])) => return Ok(None),
             Some((redis::Value::Int(1), tokens)) if tokens.len() == keys.len() => tokens
@@ -206,8 +219,8 @@ impl Single {
                 .collect::<Result<Vec<u64>, LockError>>()?,
             _ => return Err(unexpected_reply(&reply).into()),
         };
-        if let (Some(replicas), Some(first)) = (&self.replicas, keys.first()) {
-            replicas.wait(&self.node, first.key).await?;
+        if let (Some(replicas), Some(acked)) = (&self.replicas, acked) {
+            replicas.check(first_key, acked)?;
         }
         Ok(Some(tokens))
     }
@@ -269,8 +282,8 @@ impl Single {
         Ok(renew_on(&mut self.node.clone(), leases).await?)
     }
 
-    /// [`renew`](Self::renew) of one lease by an extend, followed by `WAIT` with
-    /// `wait_for_replicas`.
+    /// [`renew`](Self::renew) of one lease by an extend; with `wait_for_replicas`, the renewal
+    /// script and `WAIT` go in one pipeline.
     ///
     /// # Errors
     /// [`LockError::Redis`], or [`LockError::NotReplicated`] after an extend that too few
@@ -281,9 +294,15 @@ impl Single {
         token: &str,
         ttl: Duration,
     ) -> Result<bool, LockError> {
-        let extended = self.renew(&[(key, token, ttl)]).await?.first() == Some(&true);
-        if let (true, Some(replicas)) = (extended, &self.replicas) {
-            replicas.wait(&self.node, key).await?;
+        let Some(replicas) = &self.replicas else {
+            return Ok(self.renew(&[(key, token, ttl)]).await?.first() == Some(&true));
+        };
+        let mut call = scripts::Call::new(&scripts::RENEW, 1, 3, key.len() + token.len());
+        call.arg(key).arg(token).arg(duration_ms(ttl));
+        let (renewed, acked): (Vec<i64>, usize) = replicas.invoke(&self.node, &call, key).await?;
+        let extended = renewed.first() == Some(&1);
+        if extended {
+            replicas.check(key, acked)?;
         }
         Ok(extended)
     }

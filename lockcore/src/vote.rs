@@ -105,8 +105,12 @@ pub(crate) enum Released {
     /// The key was missing: it expired, was deleted, or (a re-sent command) this release ran
     /// already.
     Missing,
-    /// The key holds another holder's token or another type; it was left alone.
+    /// The key holds another holder's token or another type; it was left alone. Redlock: the
+    /// token was on fewer than a quorum of nodes.
     HeldByOther,
+    /// Redlock: deleted on `confirmed` nodes, fewer than the quorum of `needed`, and enough
+    /// nodes did not answer within the node timeout that the token may have been on a quorum.
+    Unconfirmed { confirmed: usize, needed: usize },
 }
 
 #[cfg(test)]

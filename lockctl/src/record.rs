@@ -1,6 +1,6 @@
 //! [`LockRecord`]: one lock as Redis holds it, read in one pipeline per key; [`IdemRecord`]:
-//! one idempotency record (`<prefix>__idem__rec:<key>`, or its running first call's lock
-//! `<prefix>__idem__lock:<key>`).
+//! one idempotency record (`<prefix>__idem__{<tag>}rec:<key>`, or its running first call's
+//! lock `<prefix>__idem__{<tag>}lock:<key>`; see `lockcore::holder::idempotency_keys`).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -189,16 +189,9 @@ pub(crate) async fn inspect_idempotency(
         })
 }
 
-/// The record and lock keys of an idempotency key are `<prefix>__idem__rec:<key>` and
-/// `<prefix>__idem__lock:<key>` (see `lockcore::idempotency`).
-const IDEM_RECORD: &str = "__idem__rec:";
-const IDEM_LOCK: &str = "__idem__lock:";
-
 /// The idempotency key of a record key or of its lock key, prefix left out.
 pub(crate) fn idempotency_key<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
-    let name = key.strip_prefix(prefix)?;
-    name.strip_prefix(IDEM_RECORD)
-        .or_else(|| name.strip_prefix(IDEM_LOCK))
+    lockcore::holder::idempotency_key_of(prefix, key)
 }
 
 /// One idempotency record: `done` (stored) or `running` (its first call holds the lock and
@@ -242,8 +235,7 @@ pub(crate) async fn read_idempotency(
     idem_key: &str,
     with_value: bool,
 ) -> Result<Option<IdemRecord>, CtlError> {
-    let record_key = format!("{prefix}{IDEM_RECORD}{idem_key}");
-    let lock_key = format!("{prefix}{IDEM_LOCK}{idem_key}");
+    let (record_key, lock_key) = lockcore::holder::idempotency_keys(prefix, idem_key);
     let (text, pttl): (Option<String>, i64) = redis::pipe()
         .get(&record_key)
         .pttl(&record_key)

@@ -186,11 +186,11 @@ async fn idempotency_records_on_a_cluster() {
     let seed_arg = seeds.join(",");
     let mut con = cluster_connection(&seeds).await;
     // Written as `lockcore::idempotency` writes them: a stored record, and the lock of a first
-    // call that still runs (its record key is in another slot and does not exist yet).
+    // call that still runs (its record key, in the same slot, does not exist yet).
     let record_json =
         "{\"v\":1,\"at_ms\":1764579600000,\"fingerprint\":null,\"value\":{\"order\":7}}";
     let _: () = redis::cmd("SET")
-        .arg("lock:__idem__rec:req:a")
+        .arg(rec("req:a"))
         .arg(record_json)
         .arg("PX")
         .arg(60_000)
@@ -198,7 +198,7 @@ async fn idempotency_records_on_a_cluster() {
         .await
         .expect("SET record");
     let _: () = redis::cmd("SET")
-        .arg("lock:__idem__lock:req:b")
+        .arg(lck("req:b"))
         .arg(value("22222222-2222-4222-8222-222222222222", "runner"))
         .arg("PX")
         .arg(30_000)
@@ -208,27 +208,30 @@ async fn idempotency_records_on_a_cluster() {
 
     let records = json(&["--cluster", &seed_arg, "list", "--json"]).await;
     assert_eq!(records.len(), 2, "{records:?}");
-    let done = record(&records, "lock:__idem__rec:req:a");
+    let done = record(&records, &rec("req:a"));
     assert_eq!(done["state"], "done");
     assert_eq!(done["size_bytes"], record_json.len());
     assert!(done["pttl_ms"].as_i64().is_some_and(|p| p > 50_000));
-    let running = record(&records, "lock:__idem__rec:req:b");
+    let running = record(&records, &rec("req:b"));
     assert_eq!(running["state"], "running");
     assert_eq!(running["holder"]["label"], "runner");
     assert!(running["pttl_ms"].as_i64().is_some_and(|p| p > 20_000));
 
-    let inspected = json(&[
-        "--cluster",
-        &seed_arg,
-        "inspect",
-        "lock:__idem__rec:req:a",
-        "--json",
-    ])
-    .await;
+    let inspected = json(&["--cluster", &seed_arg, "inspect", &rec("req:a"), "--json"]).await;
     assert_eq!(inspected[0]["record"]["value"]["order"], 7);
-    let detail = ok(&["--cluster", &seed_arg, "inspect", "lock:__idem__rec:req:b"]).await;
+    let detail = ok(&["--cluster", &seed_arg, "inspect", &rec("req:b")]).await;
     assert!(
         detail.contains("running") && detail.contains("runner"),
         "{detail}"
     );
+}
+
+/// The record key of idempotency key `key` under the default prefix, as lockcore names it.
+fn rec(key: &str) -> String {
+    lockcore::holder::idempotency_keys("lock:", key).0
+}
+
+/// The lock key of idempotency key `key` (its running first call's lock).
+fn lck(key: &str) -> String {
+    lockcore::holder::idempotency_keys("lock:", key).1
 }

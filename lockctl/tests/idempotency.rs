@@ -71,7 +71,7 @@ async fn list_and_inspect_show_done_and_running_idempotency_records() {
     assert_eq!(plain["token"], lock.token());
     assert!(plain["waiters"].is_array() && plain["pttl_ms"].as_i64() > Some(0));
 
-    let done = record(&entries, "lock:__idem__rec:order:req:done");
+    let done = record(&entries, &rec("order:req:done"));
     assert_eq!(done["kind"], "idempotency", "{done}");
     assert_eq!(done["state"], "done");
     assert_eq!(done["idempotency_key"], "order:req:done");
@@ -89,10 +89,10 @@ async fn list_and_inspect_show_done_and_running_idempotency_records() {
         "list leaves the stored JSON out"
     );
 
-    let run = record(&entries, "lock:__idem__rec:order:req:running");
+    let run = record(&entries, &rec("order:req:running"));
     assert_eq!(run["kind"], "idempotency", "{run}");
     assert_eq!(run["state"], "running");
-    assert_eq!(run["lock_key"], "lock:__idem__lock:order:req:running");
+    assert_eq!(run["lock_key"], lck("order:req:running"));
     assert!(run["size_bytes"].is_null(), "{run}");
     assert!(run["pttl_ms"].as_i64().is_some_and(|p| p > 0), "{run}");
     assert!(run["age_ms"].as_u64().is_some(), "{run}");
@@ -114,30 +114,20 @@ async fn list_and_inspect_show_done_and_running_idempotency_records() {
     );
 
     // inspect: the record key of each, and the running call's lock key.
-    let inspected = json(&[
-        "--url",
-        &url,
-        "inspect",
-        "lock:__idem__rec:order:req:done",
-        "--json",
-    ])
-    .await;
+    let inspected = json(&["--url", &url, "inspect", &rec("order:req:done"), "--json"]).await;
     assert_eq!(inspected.len(), 1);
     assert_eq!(inspected[0]["state"], "done");
     assert_eq!(inspected[0]["record"]["value"], 4242);
     assert_eq!(inspected[0]["record"]["fingerprint"], "body-sha-1");
-    let detail = ok(&["--url", &url, "inspect", "lock:__idem__rec:order:req:done"]).await;
+    let detail = ok(&["--url", &url, "inspect", &rec("order:req:done")]).await;
     assert!(
         detail.contains("done") && detail.contains("\"value\":4242") && detail.contains("bytes"),
         "{detail}"
     );
-    for key in [
-        "lock:__idem__rec:order:req:running",
-        "lock:__idem__lock:order:req:running",
-    ] {
+    for key in [&rec("order:req:running"), &lck("order:req:running")] {
         let inspected = json(&["--url", &url, "inspect", key, "--json"]).await;
         assert_eq!(inspected[0]["state"], "running", "{inspected:?}");
-        assert_eq!(inspected[0]["key"], "lock:__idem__rec:order:req:running");
+        assert_eq!(inspected[0]["key"], rec("order:req:running"));
         assert!(inspected[0].get("record").is_none(), "{inspected:?}");
         let detail = ok(&["--url", &url, "inspect", key]).await;
         assert!(
@@ -146,8 +136,8 @@ async fn list_and_inspect_show_done_and_running_idempotency_records() {
         );
     }
     common::fails_with(
-        &["--url", &url, "inspect", "lock:__idem__rec:order:req:none"],
-        &["no such key", "lock:__idem__rec:order:req:none"],
+        &["--url", &url, "inspect", &rec("order:req:none")],
+        &["no such key", &rec("order:req:none")],
     )
     .await;
 
@@ -156,14 +146,14 @@ async fn list_and_inspect_show_done_and_running_idempotency_records() {
     let value = running.await.expect("task").expect("the running call");
     assert_eq!(value, "order-7");
     let entries = json(&["--url", &url, "list", "--json"]).await;
-    let run = record(&entries, "lock:__idem__rec:order:req:running");
+    let run = record(&entries, &rec("order:req:running"));
     assert_eq!(run["state"], "done", "{run}");
     assert!(run["holder"].is_null(), "{run}");
     let inspected = json(&[
         "--url",
         &url,
         "inspect",
-        "lock:__idem__rec:order:req:running",
+        &rec("order:req:running"),
         "--json",
     ])
     .await;
@@ -188,13 +178,23 @@ async fn a_long_record_is_cut_in_the_table_and_whole_in_json() {
         .await
         .expect("stored");
     assert_eq!(stored.len(), 5000);
-    let detail = ok(&["--url", &url, "inspect", "lock:__idem__rec:big"]).await;
+    let detail = ok(&["--url", &url, "inspect", &rec("big")]).await;
     assert!(detail.contains("more bytes; --json shows all"), "{detail}");
     assert!(detail.len() < 2000, "{detail}");
-    let inspected = json(&["--url", &url, "inspect", "lock:__idem__rec:big", "--json"]).await;
+    let inspected = json(&["--url", &url, "inspect", &rec("big"), "--json"]).await;
     assert_eq!(
         inspected[0]["record"]["value"].as_str().map(str::len),
         Some(5000)
     );
     assert!(inspected[0]["size_bytes"].as_u64() > Some(5000));
+}
+
+/// The record key of idempotency key `key` under the default prefix, as lockcore names it.
+fn rec(key: &str) -> String {
+    lockcore::holder::idempotency_keys("lock:", key).0
+}
+
+/// The lock key of idempotency key `key` (its running first call's lock).
+fn lck(key: &str) -> String {
+    lockcore::holder::idempotency_keys("lock:", key).1
 }

@@ -176,3 +176,42 @@ pub async fn assert_gone_within(con: &mut MultiplexedConnection, key: &str, with
         pttl(con, key).await
     );
 }
+
+/// Sends `cmd` on `con` every 20 ms until its text reply satisfies `done`, for at most
+/// `within` (bounded: there is no signal for a server-side state change), and returns that
+/// reply.
+///
+/// # Panics
+/// After `within`, naming `what` and showing the last reply.
+pub async fn poll_reply_until(
+    con: &mut MultiplexedConnection,
+    cmd: &redis::Cmd,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + within;
+    // Bounded by the deadline.
+    loop {
+        let reply: String = cmd.query_async(con).await.unwrap_or_default();
+        if done(&reply) {
+            return reply;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen within {within:?}; last reply: {reply}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Asserts that the node on `con` has a replica in state `online` (synced, so that `WAIT`
+/// counts it) within `within`.
+pub async fn assert_replica_online_within(con: &mut MultiplexedConnection, within: Duration) {
+    let info = cmd(&["INFO", "replication"]);
+    poll_reply_until(con, &info, within, "a replica online", |info| {
+        info.lines()
+            .any(|line| line.starts_with("slave") && line.contains("state=online"))
+    })
+    .await;
+}

@@ -1,5 +1,7 @@
-//! A private Sentinel set-up on loopback: 1 primary + 1 replica + 3
-//! sentinels, one process each, killed on drop.
+//! A private Sentinel set-up on loopback: 1 primary + 1 replica (or more) + 3
+//! sentinels, one process each, killed on drop; optionally with the sentinels
+//! (and so the clients they direct) reaching the first primary through a
+//! [`FaultProxy`].
 
 use std::fmt;
 use std::fs;
@@ -8,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+use crate::FaultProxy;
 use crate::admin::{info_field, query, query_async};
 use crate::flavour::{ServerFlavour, ensure_installed, server_flavour};
 use crate::poll::{poll_async, poll_sync};
@@ -56,8 +59,12 @@ pub struct SentinelSetup {
     // Field order: processes die before the dir is removed.
     data: Vec<Member>,
     sentinels: Vec<Member>,
-    /// The primary's port before the last `kill_primary` / `manual_failover`.
+    /// The primary's port (as the sentinels know it) before the last
+    /// `kill_primary` / `manual_failover`.
     replaced_primary: Mutex<u16>,
+    /// The port the sentinels were told the first primary is on: its own, or
+    /// its proxy's.
+    monitored_port: u16,
     flavour: ServerFlavour,
     dir: TempDir,
 }
@@ -73,36 +80,71 @@ impl SentinelSetup {
     /// If the binary is missing (with the install command) or the set-up does
     /// not settle within 30 s (with every process's log).
     pub fn start() -> SentinelSetup {
+        let mut setup = Self::start_data_nodes(1);
+        setup.start_sentinels(setup.data[FIRST_DATA_NODE].port);
+        setup
+    }
+
+    /// As [`start`](Self::start), with `replicas` replicas (at least 1), and
+    /// the sentinels monitoring the primary through a [`FaultProxy`] in front
+    /// of it (started on the current runtime): the sentinels, and every client
+    /// that asks them, reach the first primary only through the proxy, so its
+    /// faults (latency, blackhole) make the sentinels fail over while the
+    /// primary keeps running. The replicas replicate from the primary
+    /// directly; a promoted replica is reached directly too.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub async fn start_behind_proxy(replicas: usize) -> (SentinelSetup, FaultProxy) {
+        let mut setup = Self::start_data_nodes(replicas.max(1));
+        let proxy = FaultProxy::start_to_port(setup.data[FIRST_DATA_NODE].port).await;
+        setup.start_sentinels(proxy.port());
+        (setup, proxy)
+    }
+
+    /// The primary and `replicas` replicas, synced; no sentinel yet.
+    fn start_data_nodes(replicas: usize) -> SentinelSetup {
         let flavour = server_flavour();
         ensure_installed(flavour, flavour.server_bin());
         let dir = tempfile::Builder::new()
             .prefix("lockcore-sentinel")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create a temp dir for the sentinels: {e}"));
-        let ports = free_ports(2 + SENTINELS, false);
+        let ports = free_ports(1 + replicas, false);
         let mut setup = SentinelSetup {
             data: Vec::new(),
             sentinels: Vec::new(),
             replaced_primary: Mutex::new(ports[0]),
+            monitored_port: ports[0],
             flavour,
             dir,
         };
         setup.spawn_data_node(ports[0], None);
-        setup.spawn_data_node(ports[1], Some(ports[0]));
+        for &port in &ports[1..] {
+            setup.spawn_data_node(port, Some(ports[0]));
+        }
         setup.wait_started(&setup.data);
-        if let Err(e) = poll_sync(SETTLE_TIMEOUT, SETTLE_POLL, || replica_link_up(ports[1])) {
-            setup.fail(&format!("the replica did not sync: {e}"));
-        }
-        for &port in &ports[2..] {
-            setup.spawn_sentinel(port, ports[0]);
-        }
-        setup.wait_started(&setup.sentinels);
-        if let Err(e) = poll_sync(SETTLE_TIMEOUT, SETTLE_POLL, || {
-            setup.check_settled(ports[0])
-        }) {
-            setup.fail(&format!("the sentinels did not settle: {e}"));
+        for &port in &ports[1..] {
+            if let Err(e) = poll_sync(SETTLE_TIMEOUT, SETTLE_POLL, || replica_link_up(port)) {
+                setup.fail(&format!("the replica {port} did not sync: {e}"));
+            }
         }
         setup
+    }
+
+    /// Three sentinels that monitor the primary at `monitored_port`; returns
+    /// once they have settled.
+    fn start_sentinels(&mut self, monitored_port: u16) {
+        self.monitored_port = monitored_port;
+        *self.replaced() = monitored_port;
+        for port in free_ports(SENTINELS, false) {
+            self.spawn_sentinel(port, monitored_port);
+        }
+        self.wait_started(&self.sentinels);
+        if let Err(e) = poll_sync(SETTLE_TIMEOUT, SETTLE_POLL, || self.check_settled()) {
+            self.fail(&format!("the sentinels did not settle: {e}"));
+        }
     }
 
     fn spawn_data_node(&mut self, port: u16, replica_of: Option<u16>) {
@@ -120,6 +162,10 @@ impl SentinelSetup {
             arg(&node_dir),
             arg("--enable-debug-command"),
             arg("yes"),
+            // A replica that needs a full sync after a fail-over gets it at once, not after
+            // the default 5 s wait for more replicas.
+            arg("--repl-diskless-sync-delay"),
+            arg("0"),
         ];
         if let Some(primary) = replica_of {
             args.extend([arg("--replicaof"), arg(HOST), arg(primary.to_string())]);
@@ -195,6 +241,12 @@ impl SentinelSetup {
         url(self.data[SECOND_DATA_NODE].port)
     }
 
+    /// Every data node's own URL (never a proxy's): the first primary first,
+    /// then the replicas in start order.
+    pub fn data_urls(&self) -> Vec<String> {
+        self.data.iter().map(|m| url(m.port)).collect()
+    }
+
     /// The primary as the first answering sentinel reports it
     /// (`SENTINEL GET-MASTER-ADDR-BY-NAME`).
     ///
@@ -216,14 +268,32 @@ impl SentinelSetup {
     /// return its URL once the process is dead.
     pub fn kill_primary(&self) -> String {
         let primary = self.current_primary_url();
-        let Some(member) = self.data.iter().find(|m| url(m.port) == primary) else {
+        let Some(member) = self.member_at(&primary) else {
             self.fail(&format!(
                 "the sentinels report an unknown primary {primary}"
             ))
         };
-        *self.replaced() = member.port;
+        *self.replaced() = self.port_known_for(member);
         member.process().kill();
         primary
+    }
+
+    /// The data node the sentinels report at `reported` (a proxy's URL maps to
+    /// the first primary).
+    fn member_at(&self, reported: &str) -> Option<&Member> {
+        if *reported == url(self.monitored_port) {
+            return self.data.get(FIRST_DATA_NODE);
+        }
+        self.data.iter().find(|m| url(m.port) == reported)
+    }
+
+    /// The port the sentinels know `member` by.
+    fn port_known_for(&self, member: &Member) -> u16 {
+        if member.port == self.data[FIRST_DATA_NODE].port {
+            self.monitored_port
+        } else {
+            member.port
+        }
     }
 
     /// Wait until every live sentinel reports a primary other than the one
@@ -273,8 +343,8 @@ impl SentinelSetup {
     /// If the sentinel refuses or the switch does not complete (with the logs).
     pub async fn manual_failover(&self) -> String {
         let old = self.current_primary_url();
-        if let Some(member) = self.data.iter().find(|m| url(m.port) == old) {
-            *self.replaced() = member.port;
+        if let Some(member) = self.member_at(&old) {
+            *self.replaced() = self.port_known_for(member);
         }
         let Some(sentinel) = self.live_sentinel_ports().next() else {
             self.fail("no live sentinel")
@@ -312,9 +382,11 @@ impl SentinelSetup {
             .map(|s| s.port)
     }
 
-    /// Every sentinel: the primary is `primary`, one replica that is not
-    /// down, two other sentinels.
-    fn check_settled(&self, primary: u16) -> Result<(), String> {
+    /// Every sentinel: the primary is the monitored one, every replica known
+    /// and one not down, two other sentinels.
+    fn check_settled(&self) -> Result<(), String> {
+        let primary = self.monitored_port;
+        let replicas = (self.data.len() - 1).to_string();
         for sentinel in &self.sentinels {
             let port = sentinel.port;
             let fields: Vec<String> =
@@ -328,7 +400,7 @@ impl SentinelSetup {
             };
             let others = (SENTINELS - 1).to_string();
             if field("port") != primary.to_string()
-                || field("num-slaves") != "1"
+                || field("num-slaves") != replicas
                 || field("num-other-sentinels") != others
                 || field("flags") != "master"
             {

@@ -266,3 +266,62 @@ async fn per_prefix_counter_is_refused_on_a_cluster() {
         other => panic!("expected InvalidOptions, got {other:?}"),
     }
 }
+
+/// `wait_for_replicas` on a cluster: each script call and its `WAIT` go, as one pipeline, to
+/// the primary of the key's slot, whose one replica acknowledges; keys in several slots, an
+/// extend, and several keys of one slot in one call. Two replicas cannot be had: the acquire
+/// fails with `NotReplicated` (one acknowledged) and leaves no key behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_replicas_goes_to_the_slot_primary_with_its_script() {
+    let cluster = RedisCluster::start();
+    let build = |replicas: usize| {
+        LockManager::builder()
+            .cluster(cluster.seed_urls())
+            .wait_for_replicas(replicas, Duration::from_millis(400))
+            .build()
+    };
+    let one = build(1)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.log()));
+    // Every primary's replica online (synced), so that `WAIT` counts it.
+    for primary in cluster.nodes().into_iter().filter(|n| n.is_primary()) {
+        let client = redis::Client::open(primary.url()).unwrap_or_else(|e| panic!("{e}"));
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        lockcore_tests::assert_replica_online_within(&mut con, Duration::from_secs(10)).await;
+    }
+    let mut slots = std::collections::BTreeSet::new();
+    for key in ["order:1", "order:2", "order:3", "{user:7}:cart", "x}{y"] {
+        slots.insert(RedisCluster::slot_for_key(&format!("lock:{key}")));
+        let mut guard = one
+            .try_acquire(key, &once(5_000))
+            .await
+            .unwrap_or_else(|e| panic!("{key}: the slot's replica acknowledges: {e}"))
+            .unwrap_or_else(|| panic!("{key} is free"));
+        guard
+            .extend(Duration::from_secs(6))
+            .await
+            .unwrap_or_else(|e| panic!("{key}: extend is acknowledged: {e}"));
+        guard.release().await.unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(slots.len() > 1, "the keys span several slots");
+    let both = one
+        .acquire_many(["{user:7}:a", "{user:7}:b"], &once(5_000))
+        .await
+        .unwrap_or_else(|e| panic!("one slot, one call: {e}"));
+    both.release().await.unwrap_or_else(|e| panic!("{e}"));
+
+    let two = build(2).await.unwrap_or_else(|e| panic!("{e}"));
+    match two.try_acquire("order:9", &once(5_000)).await {
+        Err(LockError::NotReplicated { acked, needed, .. }) => assert_eq!((acked, needed), (1, 2)),
+        other => panic!("expected NotReplicated, got {other:?}"),
+    }
+    let left: Option<String> = raw(&cluster)
+        .await
+        .get("lock:order:9")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(left, None, "an unreplicated acquire releases its key");
+}

@@ -51,6 +51,11 @@ async fn place_order(
     shop.place(product).await
 }
 
+/// The record key and lock key of an idempotency key under the default prefix.
+fn idem_keys(key: &str) -> (String, String) {
+    lockcore::holder::idempotency_keys(lockcore::DEFAULT_KEY_PREFIX, key)
+}
+
 /// The twin: the same request without an idempotency key.
 async fn place_order_plain(shop: &Shop, product: u64) -> Result<Order, AppError> {
     shop.place(product).await
@@ -177,11 +182,9 @@ async fn a_record_above_the_limit_is_an_error_and_nothing_is_stored() {
         matches!(err, AppError::Lock(LockError::BadIdempotencyRecord { .. })),
         "{err:?}"
     );
-    assert!(!exists(&mut raw, &full("__idem__rec:req:big")).await);
-    assert!(
-        !exists(&mut raw, &full("__idem__lock:req:big")).await,
-        "lock released"
-    );
+    let (record_key, lock_key) = idem_keys("req:big");
+    assert!(!exists(&mut raw, &record_key).await);
+    assert!(!exists(&mut raw, &lock_key).await, "lock released");
 }
 
 #[tokio::test]
@@ -213,13 +216,7 @@ async fn another_fingerprint_under_the_same_key_is_a_distinct_error() {
 #[tokio::test]
 async fn a_holder_that_died_mid_body_lets_the_retry_run_after_the_ttl() {
     let (_server, m, mut raw) = start_with_manager().await;
-    set_px(
-        &mut raw,
-        &full("__idem__lock:req:dead"),
-        "dead-holder-token",
-        400,
-    )
-    .await;
+    set_px(&mut raw, &idem_keys("req:dead").1, "dead-holder-token", 400).await;
     let idem =
         Idempotency::new(Duration::from_secs(60)).lock_options(opts(5000, 3000).watchdog(true));
     let started = Instant::now();

@@ -927,3 +927,121 @@ async fn contended_redlock_honours_the_wait_budget_with_a_silent_node() {
         "a 300 ms budget took {elapsed:?}"
     );
 }
+
+// ---- a release that a slow node confirms late ---------------------------------------------------
+
+/// Three nodes, node timeout 50 ms, and a 5 s lease won on A and B (C holds a foreign value,
+/// which is deleted afterwards). With its manager and the raw connections.
+async fn won_on_a_and_b() -> (LockManager, lockcore::LockGuard, Cluster3) {
+    let servers = start_servers(3, &[]);
+    let proxies = proxies_for(&servers).await;
+    let mut raw = connections(&servers).await;
+    let manager = redlock(&urls_of(&proxies), Duration::from_millis(50)).await;
+    warm_up(&manager, &mut raw).await;
+    let key = full("slow-release");
+    set_px(&mut raw[2], &key, "foreign-holder", 60_000).await;
+    let guard = manager
+        .try_acquire("slow-release", &once(Duration::from_secs(5)))
+        .await
+        .expect("two of three nodes answer")
+        .expect("A and B are free");
+    assert_eq!(holding(&mut raw, &key, guard.stored_value()).await, 2);
+    del(&mut raw[2], &key).await;
+    let nodes = Cluster3 {
+        raw,
+        key,
+        proxies,
+        _servers: servers,
+    };
+    (manager, guard, nodes)
+}
+
+/// [`won_on_a_and_b`], then A's replies come 300 ms late. Returns the release's result, and the
+/// nodes once A has answered.
+async fn release_with_a_slow_node(foreign_on_b_too: bool) -> (Result<(), LockError>, Cluster3) {
+    let (_manager, guard, mut nodes) = won_on_a_and_b().await;
+    let (raw, key, proxies) = (&mut nodes.raw, &nodes.key, &nodes.proxies);
+    if foreign_on_b_too {
+        // The twin: B now holds another holder's value, so a quorum (B and C) answers that the
+        // key is not this guard's.
+        set_px(&mut raw[1], key, "next-holder", 60_000).await;
+    }
+    proxies[0].set_latency(Direction::Replies, Duration::from_millis(300));
+    let released = guard.release().await;
+    proxies[0].set_latency(Direction::Replies, Duration::ZERO);
+    settle_all(proxies).await;
+    (released, nodes)
+}
+
+struct Cluster3 {
+    raw: Vec<MultiplexedConnection>,
+    key: String,
+    proxies: Vec<FaultProxy>,
+    _servers: Vec<RedisServer>,
+}
+
+/// The release deleted the key on B at once and on A late, within the TTL: nobody else can
+/// have held it, so it is not `Lost` but `ReleaseUnconfirmed`; the key is gone from every node
+/// once A has answered.
+#[tokio::test]
+async fn a_release_confirmed_late_by_a_slow_node_is_not_lost() {
+    let (released, mut nodes) = release_with_a_slow_node(false).await;
+    assert!(
+        !matches!(&released, Err(e) if e.is_lost()),
+        "the key was this guard's on a quorum until the release: {released:?}"
+    );
+    assert!(
+        matches!(
+            &released,
+            Err(LockError::ReleaseUnconfirmed { key, confirmed: 1, needed: 2 }) if *key == nodes.key
+        ),
+        "B confirmed in time, A late: {released:?}"
+    );
+    for (i, con) in nodes.raw.iter_mut().enumerate() {
+        assert_gone_within(con, &nodes.key, Duration::from_secs(1)).await;
+        assert_eq!(get(con, &nodes.key).await, None, "node {i}");
+    }
+}
+
+/// The twin: a quorum (B and C) answers that the key is not this guard's: `Lost`, and the other
+/// holder's value on B is left alone.
+#[tokio::test]
+async fn a_release_that_a_quorum_refuses_is_lost() {
+    let (released, mut nodes) = release_with_a_slow_node(true).await;
+    assert!(
+        matches!(&released, Err(LockError::Lost { key }) if *key == nodes.key),
+        "{released:?}"
+    );
+    assert_eq!(
+        get(&mut nodes.raw[1], &nodes.key).await.as_deref(),
+        Some("next-holder")
+    );
+}
+
+/// A release that never reached A (blackholed) is not confirmed; once A is reachable again the
+/// background retry deletes the key there, long before its 5 s TTL.
+#[tokio::test]
+async fn an_unconfirmed_release_reaches_the_late_node_in_the_background() {
+    let (_manager, guard, mut nodes) = won_on_a_and_b().await;
+    let token = guard.stored_value().to_owned();
+    nodes.proxies[0].set_blackhole(true);
+    let released = guard.release().await;
+    assert!(
+        matches!(
+            &released,
+            Err(LockError::ReleaseUnconfirmed {
+                confirmed: 1,
+                needed: 2,
+                ..
+            })
+        ),
+        "{released:?}"
+    );
+    assert_eq!(
+        get(&mut nodes.raw[0], &nodes.key).await.as_deref(),
+        Some(token.as_str()),
+        "the release has not reached A yet"
+    );
+    nodes.proxies[0].set_blackhole(false);
+    assert_gone_within(&mut nodes.raw[0], &nodes.key, Duration::from_secs(3)).await;
+}
