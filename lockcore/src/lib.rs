@@ -51,6 +51,7 @@ pub use key::DEFAULT_KEY_PREFIX;
 pub use manager::LockManager;
 pub use multi::MultiGuard;
 pub use options::LockOptions;
+pub use redact::redact_url;
 
 #[cfg(feature = "macros")]
 pub use lockmacro::distributed_lock;

@@ -3,13 +3,14 @@
 
 use std::time::Duration;
 
+use lockcore::redact_url;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
 use crate::cli::Connect;
-use crate::error::{CtlError, redact};
+use crate::error::CtlError;
 
 /// How long connecting, and each command, may take.
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -278,21 +279,21 @@ fn parse_url(url: &str) -> Result<redis::ConnectionInfo, CtlError> {
 fn bad_url(url: &str, err: &redis::RedisError) -> CtlError {
     CtlError::BadInput {
         what: "URL",
-        value: redact(url),
+        value: redact_url(url),
         reason: format!("{err}; expected redis://[user:password@]host:port/[db] or rediss://..."),
     }
 }
 
 fn unreachable(url: &str, err: &redis::RedisError) -> CtlError {
     CtlError::Unreachable {
-        target: redact(url),
+        target: redact_url(url),
         reason: err.to_string(),
     }
 }
 
 fn redact_all(urls: &[String]) -> String {
     urls.iter()
-        .map(|u| redact(u))
+        .map(|u| redact_url(u))
         .collect::<Vec<_>>()
         .join(", ")
 }

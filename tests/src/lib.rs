@@ -30,12 +30,14 @@ mod cluster_view;
 mod flavour;
 mod poll;
 mod ports;
+pub use ports::free_port;
 mod process;
 mod sentinel;
 mod server;
 mod tls;
 mod tls_certs;
 mod url;
+pub use url::secret_url_forms;
 
 pub use cluster::{NODE_TIMEOUT, RedisCluster};
 pub use cluster_migration::SlotMigration;
