@@ -103,8 +103,9 @@ impl Target {
     }
 
     /// Every key matching `pattern` whose type is string, with `SCAN` (on every primary of a
-    /// cluster). Order as the server returns them, duplicates removed.
-    pub(crate) async fn scan_strings(&mut self, pattern: &str) -> Result<Vec<String>, CtlError> {
+    /// cluster), as the bytes Redis holds (a key need not be UTF-8). Sorted, duplicates
+    /// removed.
+    pub(crate) async fn scan_strings(&mut self, pattern: &str) -> Result<Vec<Vec<u8>>, CtlError> {
         let mut keys = Vec::new();
         match self {
             Target::Single(conn) => scan_node(conn, None, pattern, &mut keys).await?,
@@ -125,7 +126,7 @@ async fn scan_node<C: ClusterRoute>(
     conn: &mut C,
     node: Option<(String, u16)>,
     pattern: &str,
-    keys: &mut Vec<String>,
+    keys: &mut Vec<Vec<u8>>,
 ) -> Result<(), CtlError> {
     let mut cursor: u64 = 0;
     loop {
@@ -137,7 +138,7 @@ async fn scan_node<C: ClusterRoute>(
             .arg(SCAN_COUNT)
             .arg("TYPE")
             .arg("string");
-        let (next, batch): (u64, Vec<String>) = conn.route(cmd, node.clone()).await?;
+        let (next, batch): (u64, Vec<Vec<u8>>) = conn.route(cmd, node.clone()).await?;
         keys.extend(batch);
         if next == 0 {
             return Ok(());
