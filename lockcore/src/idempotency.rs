@@ -18,6 +18,7 @@ use futures_util::future::join_all;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::escape::Escaped;
 use crate::key::IDEMPOTENCY_NAME;
 use crate::options::duration_ms;
 use crate::{LockError, LockManager, LockOptions};
@@ -166,7 +167,7 @@ impl LockManager {
             },
         };
         if let Err(error) = guard.release().await {
-            tracing::warn!(key, %error, "could not release the idempotency lock");
+            tracing::warn!(key = %Escaped(key), %error, "could not release the idempotency lock");
         }
         result
     }

@@ -5,6 +5,7 @@ mod backend;
 mod builder;
 mod defer;
 mod error;
+mod escape;
 mod fenced;
 mod fencing;
 mod global;
