@@ -222,7 +222,10 @@ impl LockManagerBuilder {
         self
     }
 
-    /// The prefix put before every key. Default `"lock:"`; may be empty.
+    /// The prefix put before every key. Default `"lock:"`; may be empty. It may not hold a
+    /// segment reserved for lockcore's own keys (`__fencing_counter__`, `__waitq__`,
+    /// `__waiters__`, `__idem__`, `__wake__`): [`build`](Self::build) refuses it
+    /// ([`LockError::InvalidOptions`]).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
         self
@@ -280,12 +283,13 @@ impl LockManagerBuilder {
     /// against until they answer.
     ///
     /// # Errors
-    /// - [`LockError::InvalidOptions`] when no URL was given, a URL is malformed (shown without
-    ///   its password), a `rediss://` URL is given without the `tls` feature, the default
+    /// - [`LockError::InvalidOptions`] when no URL was given, the key prefix holds a reserved
+    ///   segment, a URL is malformed (shown without its password), a `rediss://` URL is given without the `tls` feature, the default
     ///   options are out of range, or a per-prefix fencing counter is asked for on a cluster.
     /// - [`LockError::Redis`] when the node, cluster or sentinels cannot be reached, or no
     ///   sentinel knows `master_name`.
     pub async fn build(self) -> Result<LockManager, LockError> {
+        crate::key::check_prefix(&self.key_prefix)?;
         self.default_options.validate()?;
         if let Some(replicas) = &self.replicas
             && (replicas.timeout.is_zero() || replicas.timeout >= self.response_timeout)
