@@ -79,13 +79,24 @@ impl Target {
         }
         let master = args.master.as_deref().unwrap_or_default();
         let mut node_info = redis::sentinel::SentinelNodeConnectionInfo::default();
-        if let Some(url) = args.sentinel.first() {
-            // The Sentinel URL's credentials are used for the primary too.
-            let info = parse_url(url)?;
-            node_info = node_info.set_redis_connection_info(info.redis_settings().clone());
+        let infos = args
+            .sentinel
+            .iter()
+            .map(|url| parse_url(url))
+            .collect::<Result<Vec<_>, _>>()?;
+        if infos.iter().any(is_tls) != infos.iter().all(is_tls) {
+            return Err(CtlError::BadInput {
+                what: "--sentinel URLs",
+                value: redact_all(&args.sentinel),
+                reason: "they mix `redis://` and `rediss://`; expected one scheme for all (the first URL's scheme and credentials serve every sentinel and the primary)".to_owned(),
+            });
         }
-        for url in &args.sentinel {
-            parse_url(url)?;
+        if let Some(info) = infos.first() {
+            // The first Sentinel URL's credentials and TLS mode are used for the primary too.
+            node_info = node_info.set_redis_connection_info(info.redis_settings().clone());
+            if is_tls(info) {
+                node_info = node_info.set_tls_mode(redis::TlsMode::Secure);
+            }
         }
         let mut client = redis::sentinel::SentinelClient::build(
             args.sentinel.clone(),
@@ -273,8 +284,22 @@ fn tls_certificates(args: &Connect) -> Result<Option<redis::TlsCertificates>, Ct
     }))
 }
 
+/// `url` parsed; `#insecure` (no certificate check) is refused whatever redis-rs features
+/// are on.
 fn parse_url(url: &str) -> Result<redis::ConnectionInfo, CtlError> {
-    url.into_connection_info().map_err(|e| bad_url(url, &e))
+    let info = url.into_connection_info().map_err(|e| bad_url(url, &e))?;
+    if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = info.addr() {
+        return Err(CtlError::BadInput {
+            what: "URL",
+            value: redact_url(url),
+            reason: "`#insecure` turns the server's certificate check off; expected a URL without it (trust a private CA with `--tls-ca`)".to_owned(),
+        });
+    }
+    Ok(info)
+}
+
+fn is_tls(info: &redis::ConnectionInfo) -> bool {
+    matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
 }
 
 fn bad_url(url: &str, err: &redis::RedisError) -> CtlError {

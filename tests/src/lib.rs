@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `server` | [`RedisServer`]: a private `redis-server` per test, on a free port (never 6379) |
 //! | `proxy` | [`FaultProxy`]: a TCP proxy that delays, drops and blackholes traffic |
+//! | `fake_redis` | [`FakeRedis`]: a fake server that answers with whatever bytes a test chooses |
 //! | `managers` | managers, runtimes and option shorthands on a server |
 //! | `probes` | raw-connection reads, writes and bounded polls for assertions |
 //! | `queues` | the hand-off machinery's queues, channels and pub/sub clients |
@@ -52,6 +53,9 @@ pub use tls::TlsServer;
 
 mod proxy;
 pub use proxy::{Direction, FaultProxy};
+
+mod fake_redis;
+pub use fake_redis::{FakeCommand, FakeRedis, FakeReply, handshake, name_of};
 
 mod capture;
 pub mod commandstats;
