@@ -66,19 +66,31 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// or died) is skipped. The waiter keys share the lock key's hash tag, so every key a script
 /// touches is in one cluster slot.
 ///
-/// `hand_over(key, queue, prefix, claim_ms, self, head)` gives the free `key` to the first live
-/// waiter, starting with `head` (just popped from the queue): it pops the queue until a waiter
-/// key exists, deletes that waiter key, and (unless
+/// `hand_over(key, queue, prefix, claim_ms, self, head, base)` gives the free `key` to the first
+/// live waiter, starting with `head` (just popped from the queue): it pops the queue until a
+/// waiter key exists, deletes that waiter key, and (unless
 /// that waiter is `self`: then it returns `true` and the caller takes the key) sets `key` to
 /// the waiter's value with `PX min(claim_ms, ttl)`, mints its fencing token with the waiter's
 /// own counter, and publishes `<token> <fencing token> <seq>` on its channel. A refused
 /// `PUBLISH` (an ACL without the channel) is ignored: the grant stands, and the waiter finds
 /// the key holding its value at its next re-check. Returns the value granted, `true`, or
 /// `false` when no live waiter is queued.
+///
+/// `base` is the manager's key prefix. A waiter entry is granted only when it names a counter
+/// that is the lock key itself or starts with `<base>__fencing_counter__`, a channel under
+/// `base`, and a TTL above 0; any other entry (written by something else, or malformed) is
+/// skipped like a dead waiter, so that no script ever touches a key outside the prefix and
+/// the lock key's slot, whatever an entry holds.
 const QUEUE_HELPERS: &str = "
 local function mint_on(counter, key)
   if counter == key then return 0 end
   return redis.call('INCR', counter)
+end
+local function grantable(key, base, ttl, channel, counter)
+  local counters = base .. '__fencing_counter__'
+  return tonumber(ttl) > 0
+    and string.sub(channel, 1, #base) == base
+    and (counter == key or string.sub(counter, 1, #counters) == counters)
 end
 local function waiter_key(prefix, value)
   return prefix .. string.match(value, '^[^ ]*')
@@ -86,7 +98,7 @@ end
 local function entry_of(ttl, seq, channel, counter)
   return ttl .. '|' .. seq .. '|' .. #channel .. '|' .. channel .. counter
 end
-local function hand_over(key, queue, prefix, claim, self, head)
+local function hand_over(key, queue, prefix, claim, self, head, base)
   while head do
     local entry = redis.call('GETDEL', waiter_key(prefix, head))
     if entry then
@@ -94,10 +106,13 @@ local function hand_over(key, queue, prefix, claim, self, head)
       local ttl, seq, len, rest = string.match(entry, '^(%d+)|(%d+)|(%d+)|(.*)$')
       if ttl then
         len = tonumber(len)
-        local fencing = mint_on(string.sub(rest, len + 1), key)
-        redis.call('SET', key, head, 'PX', math.min(claim, tonumber(ttl)))
-        redis.pcall('PUBLISH', string.sub(rest, 1, len), string.match(head, '^[^ ]*') .. ' ' .. fencing .. ' ' .. seq)
-        return head
+        local channel, counter = string.sub(rest, 1, len), string.sub(rest, len + 1)
+        if grantable(key, base, ttl, channel, counter) then
+          local fencing = mint_on(counter, key)
+          redis.call('SET', key, head, 'PX', math.min(claim, tonumber(ttl)))
+          redis.pcall('PUBLISH', channel, string.match(head, '^[^ ]*') .. ' ' .. fencing .. ' ' .. seq)
+          return head
+        end
       end
     end
     head = redis.call('LPOP', queue)
@@ -189,7 +204,7 @@ if not holder then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return {{1, mint()}}
   end
-  local given = hand_over(KEYS[1], KEYS[3], prefix, {claim_ms}, ARGV[1], redis.call('LPOP', KEYS[3]))
+  local given = hand_over(KEYS[1], KEYS[3], prefix, {claim_ms}, ARGV[1], redis.call('LPOP', KEYS[3]), string.sub(KEYS[3], 1, plen))
   if not given then redis.call('DEL', me) end
   if given == true or not given then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -262,6 +277,9 @@ return reply
 /// missing, -1 when it holds another value (another holder's token, or another type).
 pub(crate) static RELEASE_HANDOFF: Lazy<Script> = Lazy::new(|| {
     let claim_ms = duration_ms(handoff::CLAIM_WINDOW);
+    // The manager's prefix is what comes before the waiter key prefix's reserved name (a
+    // prefix never holds one).
+    let waiters_name = handoff::ENTRIES_NAME;
     // The no-waiter fast path runs before any helper is defined.
     Script::new(&format!(
         r"
@@ -270,7 +288,8 @@ if holder == ARGV[1] then
   local head = redis.call('LPOP', KEYS[2])
   if not head then return redis.call('DEL', KEYS[1]) end
 {QUEUE_HELPERS}
-  if not hand_over(KEYS[1], KEYS[2], ARGV[2], {claim_ms}, false, head) then
+  local base = string.sub(ARGV[2], 1, (string.find(ARGV[2], '{waiters_name}', 1, true) or 1) - 1)
+  if not hand_over(KEYS[1], KEYS[2], ARGV[2], {claim_ms}, false, head, base) then
     redis.call('DEL', KEYS[1])
   end
   return 1
@@ -446,4 +465,16 @@ pub(crate) fn explain(script: &Script, error: redis::RedisError) -> redis::Redis
             commands_of(script)
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Lua text names the fencing counters as the Rust side does.
+    #[test]
+    fn the_helpers_know_the_counter_name() {
+        let quoted = format!("'{}'", crate::fencing::COUNTER_NAME);
+        assert!(QUEUE_HELPERS.contains(&quoted), "{QUEUE_HELPERS}");
+    }
 }

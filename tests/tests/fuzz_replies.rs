@@ -190,3 +190,47 @@ fn retries_stop_at_the_wait_budget_and_wake_at_the_holders_expiry() {
         });
     });
 }
+
+/// The lock value a planted waiter queued (a token, a space, metadata).
+const QUEUED: &str = "00000000-0000-4000-8000-00000000f00d {\"pid\":1}";
+
+/// Waiter entries that name no fencing counter of this prefix, or cannot be granted: a channel
+/// length past the entry's end (the counter key reads as `""`), a key outside the prefix,
+/// another lock's key, a TTL of 0. A release skips such a waiter: it never writes a key
+/// outside the prefix, never grants the lock to it, and releases.
+#[test]
+fn a_malformed_waiter_entry_never_makes_a_release_write_outside_the_prefix() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let (m, mut raw, o) = fresh(&server, true).await;
+        for entry in [
+            "100|1|999|ch".to_owned(),
+            "100|1|2|chother:__fencing_counter__".to_owned(),
+            "100|1|2|chlock:order:2".to_owned(),
+            waiter_entry(0, 1, "lock:__wake__:x", &fencing_counter_key()),
+        ] {
+            let guard = m
+                .acquire("we", &o)
+                .await
+                .unwrap_or_else(|e| panic!("acquire: {e}"));
+            let key = guard.key().to_owned();
+            plant_queued(&mut raw, &key, QUEUED, Some(&entry), 5_000).await;
+            let released = guard.release().await;
+            let outside = keys_outside(&mut raw, "lock:").await;
+            assert!(
+                outside.is_empty(),
+                "entry {entry:?}: the release wrote {outside:?}"
+            );
+            assert_ne!(
+                get(&mut raw, &key).await.as_deref(),
+                Some(QUEUED),
+                "entry {entry:?}: the lock was granted to a malformed waiter"
+            );
+            assert!(
+                !exists(&mut raw, "lock:order:2").await,
+                "entry {entry:?}: another lock's key was written"
+            );
+            assert!(released.is_ok(), "entry {entry:?}: {released:?}");
+        }
+    });
+}
