@@ -116,3 +116,20 @@ impl tracing::Subscriber for CapturedEvents {
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
 }
+
+/// How many panics this process has seen so far, on any thread (a task that tokio caught
+/// included). The first call installs a hook that counts them and then runs the previous
+/// hook (which prints the message as usual).
+pub fn panic_count() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, Ordering::SeqCst);
+            previous(info);
+        }));
+    });
+    PANICS.load(Ordering::SeqCst)
+}

@@ -65,7 +65,7 @@ mod probes;
 pub mod queues;
 pub mod stats;
 
-pub use capture::CapturedEvents;
+pub use capture::{CapturedEvents, panic_count};
 pub use commandstats::*;
 pub use managers::*;
 pub use probes::*;
