@@ -85,7 +85,7 @@ impl FenceError {
 /// are compared as decimal strings (longer is larger, then byte by byte), not as Lua numbers,
 /// which are doubles and would round tokens above 2^53.
 static FENCED_SET: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+    crate::scripts::lua(
         r"
 local function canonical(s)
   return string.match(s, '^%d+$') ~= nil and (#s == 1 or string.sub(s, 1, 1) ~= '0')
@@ -253,12 +253,13 @@ impl FencedRedis {
                 ),
             )))
         })?;
-        let (written, fence): (i64, u64) = FENCED_SET
-            .key(&self.key)
-            .arg(fencing_token)
-            .arg(value)
-            .invoke_async(conn)
-            .await?;
+        let (written, fence): (i64, u64) =
+            crate::scripts::Call::new(&FENCED_SET, 1, 3, self.key.len() + value.len())
+                .arg(&self.key)
+                .arg(fencing_token)
+                .arg(value)
+                .send(conn)
+                .await?;
         if written == 1 {
             Ok(())
         } else {

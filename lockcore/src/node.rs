@@ -204,14 +204,24 @@ async fn renew_batch<'a>(
     mut node: Node,
     leases: impl Iterator<Item = (&'a str, &'a str, Duration)>,
 ) -> redis::RedisResult<Vec<bool>> {
-    let mut invocation = crate::scripts::RENEW.prepare_invoke();
-    for (key, token, ttl) in leases {
-        invocation.key(key).arg(token).arg(duration_ms(ttl));
+    let leases: Vec<_> = leases.collect();
+    let bytes = leases
+        .iter()
+        .map(|(key, token, _)| key.len() + token.len() + 8)
+        .sum();
+    let mut call = crate::scripts::Call::new(
+        &crate::scripts::RENEW,
+        leases.len(),
+        3 * leases.len(),
+        bytes,
+    );
+    for (key, _, _) in &leases {
+        call.arg(*key);
     }
-    let renewed: Vec<i64> = invocation
-        .invoke_async(&mut node)
-        .await
-        .map_err(|e| crate::scripts::explain(&crate::scripts::RENEW, e))?;
+    for (_, token, ttl) in &leases {
+        call.arg(*token).arg(duration_ms(*ttl));
+    }
+    let renewed: Vec<i64> = call.invoke(&mut node).await?;
     Ok(renewed.into_iter().map(|ok| ok == 1).collect())
 }
 

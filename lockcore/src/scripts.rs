@@ -1,7 +1,8 @@
 //! The Lua scripts, kept in process-wide `redis::Script` statics.
 //!
-//! Each script is hashed once; [`redis::Script::invoke_async`] sends `EVALSHA` and falls back to
-//! `EVAL` on `NOSCRIPT` (for example after `SCRIPT FLUSH` or a fail-over). Scripts read user
+//! Each script is hashed once; [`Call`] sends `EVALSHA`, and on `NOSCRIPT` (for example after
+//! `SCRIPT FLUSH` or a fail-over) loads the script ([`load`], which checks the server's reply)
+//! and sends it again. Scripts read user
 //! data only from `KEYS` and `ARGV`; only lockcore's own constants (the hand-off's entry lease
 //! and claim window) are written into the Lua source.
 
@@ -20,7 +21,7 @@ use crate::options::duration_ms;
 /// It may also call `mint()`: the next fencing token from the counter `KEYS[2]`, or 0 when
 /// `KEYS[2]` is the lock key itself (`FencingCounter::Off`: no counter is touched).
 fn with_value_of(body: &str) -> Script {
-    Script::new(&format!("{VALUE_OF}{body}"))
+    lua(&format!("{VALUE_OF}{body}"))
 }
 
 /// The helpers of [`with_value_of`].
@@ -158,7 +159,7 @@ pub(crate) static ACQUIRE_QUEUED: Lazy<Script> = Lazy::new(|| {
     let (queue_name, waiters_name) = (handoff::QUEUE_NAME, handoff::ENTRIES_NAME);
     let after_queue_name = queue_name.len() + 1;
     // The free-key fast path runs before any helper is defined: defining them costs each call.
-    Script::new(&format!(
+    lua(&format!(
         r"
 local old
 if string.byte(ARGV[3]) == 49 then
@@ -239,8 +240,7 @@ return {{0, redis.call('PTTL', KEYS[1])}}
 /// returns `{1, token_1, .., token_n}`. Otherwise it changes nothing and returns `{0}`: the
 /// caller falls back to acquiring the keys one by one.
 pub(crate) static ACQUIRE_ALL: Lazy<Script> = Lazy::new(|| {
-    Script::new(
-        r"
+    lua(r"
 local n = #KEYS / 3
 for i = 1, n do
   if redis.call('EXISTS', KEYS[3 * i - 2], KEYS[3 * i]) > 0 then
@@ -257,8 +257,7 @@ for i = 1, n do
   end
 end
 return reply
-",
-    )
+")
 });
 
 /// Release on a single node, with direct grant: compare-and-delete, except that when a live
@@ -281,7 +280,7 @@ pub(crate) static RELEASE_HANDOFF: Lazy<Script> = Lazy::new(|| {
     // prefix never holds one).
     let waiters_name = handoff::ENTRIES_NAME;
     // The no-waiter fast path runs before any helper is defined.
-    Script::new(&format!(
+    lua(&format!(
         r"
 local holder = redis.pcall('GET', KEYS[1])
 if holder == ARGV[1] then
@@ -351,15 +350,13 @@ return renewed
 ///
 /// Returns 1. Never lowers the counter.
 pub(crate) static RAISE_COUNTER: Lazy<Script> = Lazy::new(|| {
-    Script::new(
-        r"
+    lua(r"
 local current = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 if current < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1])
 end
 return 1
-",
-    )
+")
 });
 
 /// One `EVALSHA` of a script, written straight into one command buffer of the right size
@@ -390,26 +387,87 @@ impl<'s> Call<'s> {
         &self,
         conn: &mut impl redis::aio::ConnectionLike,
     ) -> redis::RedisResult<T> {
-        let reply = match self.cmd.query_async(conn).await {
+        self.send(conn).await.map_err(|e| explain(self.script, e))
+    }
+
+    /// Sends the call, and again after loading the script when the server answers `NOSCRIPT`.
+    pub(crate) async fn send<T: redis::FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> redis::RedisResult<T> {
+        match self.cmd.query_async(conn).await {
             Err(err)
                 if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
             {
-                match self.script.load_async(conn).await {
-                    Ok(_) => self.cmd.query_async(conn).await,
-                    Err(load) => Err(load),
-                }
+                load(self.script, conn).await?;
+                self.cmd.query_async(conn).await
             }
             other => other,
-        };
-        reply.map_err(|e| explain(self.script, e))
+        }
     }
+}
+
+/// The source of every script made with [`lua`], by its SHA1, for [`load`].
+static SOURCES: Lazy<std::sync::Mutex<Vec<(String, String)>>> = Lazy::new(Default::default);
+
+/// The script of `source`, whose source [`load`] can send.
+pub(crate) fn lua(source: &str) -> Script {
+    let script = Script::new(source);
+    let mut sources = SOURCES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !sources.iter().any(|(hash, _)| hash == script.get_hash()) {
+        sources.push((script.get_hash().to_owned(), source.to_owned()));
+    }
+    script
+}
+
+/// `SCRIPT LOAD` of `script` (made with [`lua`]). A reply other than the script's SHA1 is an
+/// error: redis-rs' own loader (`Script::load_async`, and `invoke_async` after `NOSCRIPT`)
+/// asserts it, which panics a debug build on a server's reply.
+pub(crate) async fn load(
+    script: &Script,
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> redis::RedisResult<()> {
+    let source = SOURCES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .find(|(hash, _)| hash == script.get_hash())
+        .map(|(_, source)| source.clone());
+    let Some(source) = source else {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "a lockcore script without a source to load",
+        )));
+    };
+    let reply: redis::Value = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(source)
+        .query_async(conn)
+        .await?;
+    let hash: &[u8] = match &reply {
+        redis::Value::BulkString(hash) => hash,
+        redis::Value::SimpleString(hash) => hash.as_bytes(),
+        _ => &[],
+    };
+    if hash == script.get_hash().as_bytes() {
+        return Ok(());
+    }
+    Err(redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "the server answered `SCRIPT LOAD` with another value than the script's SHA1",
+        format!("expected {}, got {reply:?}", script.get_hash()),
+    )))
 }
 
 /// Loads every script into the node's script cache (`SCRIPT LOAD`), so that the first burst of
 /// acquires does not each meet `NOSCRIPT` and load the script again.
-pub(crate) async fn preload_on(conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
+pub(crate) async fn preload_on(
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> redis::RedisResult<()> {
     for script in [&*ACQUIRE_QUEUED, &*ACQUIRE_ALL, &*RELEASE_HANDOFF, &*RENEW] {
-        script.load_async(conn).await?;
+        load(script, conn).await?;
     }
     Ok(())
 }

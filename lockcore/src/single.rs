@@ -151,20 +151,31 @@ impl Single {
         keys: &[BulkKey<'_>],
         ttl: Duration,
     ) -> Result<Option<Vec<u64>>, LockError> {
-        let mut invocation = scripts::ACQUIRE_ALL.prepare_invoke();
-        invocation.arg(duration_ms(ttl));
-        for bulk in keys {
-            let queue = handoff::queue_key(&self.key_prefix, bulk.key);
-            invocation
-                .key(bulk.key)
-                .key(bulk.counter_key)
-                .key(queue)
-                .arg(bulk.token);
+        let queues: Vec<String> = keys
+            .iter()
+            .map(|bulk| handoff::queue_key(&self.key_prefix, bulk.key))
+            .collect();
+        let bytes = keys
+            .iter()
+            .zip(&queues)
+            .map(|(bulk, queue)| {
+                bulk.key.len() + bulk.counter_key.len() + queue.len() + bulk.token.len()
+            })
+            .sum();
+        let mut call = scripts::Call::new(
+            &scripts::ACQUIRE_ALL,
+            3 * keys.len(),
+            4 * keys.len() + 1,
+            bytes,
+        );
+        for (bulk, queue) in keys.iter().zip(&queues) {
+            call.arg(bulk.key).arg(bulk.counter_key).arg(queue);
         }
-        let reply: Vec<i64> = invocation
-            .invoke_async(&mut self.node.clone())
-            .await
-            .map_err(|e| scripts::explain(&scripts::ACQUIRE_ALL, e))?;
+        call.arg(duration_ms(ttl));
+        for bulk in keys {
+            call.arg(bulk.token);
+        }
+        let reply: Vec<i64> = call.invoke(&mut self.node.clone()).await?;
         let tokens = match reply.split_first() {
             Some((0, [])) => return Ok(None),
             Some((1, tokens)) if tokens.len() == keys.len() => tokens
