@@ -254,13 +254,20 @@ fn number(digits: &[u8]) -> Option<usize> {
 }
 
 /// The reply a real server gives to a command that redis-rs or a `LockManager` sends while
-/// connecting (`CLIENT SETINFO`, `AUTH`, `SELECT`, `PING`, `SCRIPT LOAD`, `CONFIG GET`,
-/// `SUBSCRIBE`, `INFO`), `None` for any other command.
+/// connecting (`CLIENT SETINFO`, `AUTH`, `SELECT`, `PING`, `SCRIPT LOAD` with the script's true
+/// SHA1, `CONFIG GET`, `SUBSCRIBE`, `INFO`), `None` for any other command.
 pub fn handshake(cmd: &[Vec<u8>]) -> Option<FakeReply> {
     let reply = match name_of(cmd).as_str() {
         "CLIENT" | "AUTH" | "SELECT" | "READONLY" => "+OK\r\n".to_owned(),
         "PING" => "+PONG\r\n".to_owned(),
-        "SCRIPT" => format!("$40\r\n{}\r\n", "0".repeat(40)),
+        // The true SHA1: redis-rs debug-asserts the hash `SCRIPT LOAD` returns.
+        "SCRIPT" => {
+            let source = cmd
+                .get(2)
+                .map(|s| String::from_utf8_lossy(s))
+                .unwrap_or_default();
+            format!("$40\r\n{}\r\n", redis::Script::new(&source).get_hash())
+        }
         "CONFIG" => "*2\r\n$16\r\nmaxmemory-policy\r\n$10\r\nnoeviction\r\n".to_owned(),
         "INFO" => "$20\r\nredis_version:7.0.0\r\n".to_owned(),
         "SUBSCRIBE" => {
