@@ -7,7 +7,7 @@
 mod common;
 
 use common::fails_with;
-use lockcore_tests::{FakeRedis, FakeReply, free_port, handshake};
+use lockcore_tests::{FakeRedis, free_port};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn insecure_tls_is_refused() {
@@ -24,11 +24,7 @@ async fn insecure_tls_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_urls_with_mixed_schemes_are_refused_before_any_connection() {
-    let plain = FakeRedis::start(|cmd| {
-        handshake(cmd).unwrap_or_else(|| FakeReply::raw("-ERR no sentinel here\r\n"))
-    })
-    .await;
-    let tls = FakeRedis::start(|_| FakeReply::Silence).await;
+    let (plain, tls) = (FakeRedis::refusing().await, FakeRedis::silent().await);
     let mixed = format!(
         "redis://ops:S3CRETpw42@127.0.0.1:{},rediss://ops:S3CRETpw42@127.0.0.1:{}",
         plain.port(),

@@ -97,6 +97,20 @@ impl FakeRedis {
         FakeRedis { port, seen, accept }
     }
 
+    /// A server that answers the connection [`handshake`] and refuses every other command
+    /// with `-ERR`, recording what clients send.
+    pub async fn refusing() -> FakeRedis {
+        FakeRedis::start(|cmd| {
+            handshake(cmd).unwrap_or_else(|| FakeReply::raw("-ERR not a real server\r\n"))
+        })
+        .await
+    }
+
+    /// A server that never answers.
+    pub async fn silent() -> FakeRedis {
+        FakeRedis::start(|_| FakeReply::Silence).await
+    }
+
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port

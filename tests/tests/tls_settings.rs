@@ -82,11 +82,7 @@ async fn twin_redis_rs_with_the_insecure_feature_skips_certificate_checks() {
 /// the password never travels in plain text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_urls_with_mixed_schemes_are_refused_before_any_connection() {
-    let plain = FakeRedis::start(|cmd| {
-        handshake(cmd).unwrap_or_else(|| FakeReply::raw("-ERR no sentinel here\r\n"))
-    })
-    .await;
-    let tls = FakeRedis::start(|_| FakeReply::Silence).await;
+    let (plain, tls) = (FakeRedis::refusing().await, FakeRedis::silent().await);
     for sentinels in [
         vec![
             format!("redis://app:S3CRETpw42@127.0.0.1:{}/", plain.port()),
