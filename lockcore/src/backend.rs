@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::LockError;
 use crate::defer::OnDrop;
+use crate::escape::Escaped;
 use crate::handoff::Handoff;
 use crate::lease::validity;
 use crate::redlock::Redlock;
@@ -122,7 +123,7 @@ impl Backend {
             give_up_at,
         } = *request;
         let in_flight = OnDrop::new(|| {
-            tracing::debug!(key, "acquire dropped in flight; releasing its token");
+            tracing::debug!(key = %Escaped(key), "acquire dropped in flight; releasing its token");
             self.spawn_release(key.to_owned(), token.to_owned(), ttl);
         });
         match &self.kind {
@@ -136,7 +137,7 @@ impl Backend {
                     Err(err) => {
                         // The SET may have been applied even though its reply was lost.
                         if let Err(cleanup) = single.release(key, token).await {
-                            tracing::warn!(key, error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
+                            tracing::warn!(key = %Escaped(key), error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
                             self.spawn_release(key.to_owned(), token.to_owned(), ttl);
                         }
                         Err(err)
@@ -235,7 +236,7 @@ impl Backend {
     async fn release_all_tokens(&self, single: &Single, keys: &[BulkKey<'_>], ttl: Duration) {
         let releases = keys.iter().map(|bulk| async move {
             if let Err(cleanup) = single.release(bulk.key, bulk.token).await {
-                tracing::warn!(key = bulk.key, error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
+                tracing::warn!(key = %Escaped(bulk.key), error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
                 self.spawn_release(bulk.key.to_owned(), bulk.token.to_owned(), ttl);
             }
         });
@@ -335,7 +336,7 @@ impl Backend {
             let key = key.clone();
             OnDrop::new(move || {
                 tracing::warn!(
-                    key,
+                    key = %Escaped(&key),
                     "no runtime could run the release; the key expires with its TTL"
                 );
             })
@@ -362,7 +363,7 @@ impl Backend {
                 Kind::Single(single) => match single.release(key, token).await {
                     Ok(_) => return,
                     Err(err) => {
-                        tracing::debug!(key, error = %err, "background release failed; retrying");
+                        tracing::debug!(key = %Escaped(key), error = %err, "background release failed; retrying");
                     }
                 },
                 Kind::Redlock(redlock) => {
@@ -371,7 +372,7 @@ impl Backend {
                         return;
                     }
                     tracing::debug!(
-                        key,
+                        key = %Escaped(key),
                         nodes = pending.len(),
                         "background release not answered by every node; retrying them"
                     );
@@ -384,7 +385,7 @@ impl Backend {
             delay = (delay * 2).min(Duration::from_secs(1));
         }
         tracing::warn!(
-            key,
+            key = %Escaped(key),
             "background release gave up; the key expires with its TTL"
         );
     }

@@ -170,9 +170,11 @@ impl LockManagerBuilder {
         self
     }
 
-    /// A primary found through Redis Sentinel: `sentinel_urls` are the sentinels' addresses
-    /// (their ACL user and password, if any, are used for the sentinels and for the primary),
-    /// `master_name` the name they monitor it under. The primary is resolved when the manager
+    /// A primary found through Redis Sentinel: `sentinel_urls` are the sentinels' addresses,
+    /// `master_name` the name they monitor it under. The first URL's scheme (`redis://` or
+    /// `rediss://`) and its ACL user and password, if any, serve every sentinel and the
+    /// primary; [`build`](Self::build) refuses URLs that mix schemes or name other credentials
+    /// than the first ([`LockError::InvalidOptions`]). The primary is resolved when the manager
     /// is built, and again when a command fails with `READONLY` or a dropped connection, or
     /// when a sentinel announces `+switch-master`. See "Topologies" in the crate docs.
     pub fn sentinel<I, S>(mut self, sentinel_urls: I, master_name: &str) -> Self
@@ -207,8 +209,10 @@ impl LockManagerBuilder {
         self
     }
 
-    /// Trusts this CA (PEM) for `rediss://` connections, instead of the system's roots. For
-    /// private CAs (managed services, tests).
+    /// Trusts this CA (PEM) for `rediss://` connections, instead of the system's roots: only
+    /// certificates it signed are accepted. For private CAs (managed services, tests).
+    /// [`build`](Self::build) refuses PEM that holds no certificate, or one that does not parse
+    /// ([`LockError::InvalidOptions`]).
     #[cfg(feature = "tls")]
     pub fn tls_root_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls.root_ca_pem = Some(pem.into());
@@ -216,7 +220,9 @@ impl LockManagerBuilder {
     }
 
     /// Presents this client certificate and key (PEM) on `rediss://` connections (mTLS, for a
-    /// server with `tls-auth-clients yes`).
+    /// server with `tls-auth-clients yes`). [`build`](Self::build) refuses a certificate PEM
+    /// without a valid certificate, or a key PEM without a private key
+    /// ([`LockError::InvalidOptions`]).
     #[cfg(feature = "tls")]
     pub fn tls_client_cert_pem(
         mut self,
@@ -227,7 +233,10 @@ impl LockManagerBuilder {
         self
     }
 
-    /// The prefix put before every key. Default `"lock:"`; may be empty.
+    /// The prefix put before every key. Default `"lock:"`; may be empty. It may not hold a
+    /// segment reserved for lockcore's own keys (`__fencing_counter__`, `__waitq__`,
+    /// `__waiters__`, `__idem__`, `__wake__`): [`build`](Self::build) refuses it
+    /// ([`LockError::InvalidOptions`]).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.key_prefix = prefix.into();
         self
@@ -285,12 +294,16 @@ impl LockManagerBuilder {
     /// against until they answer.
     ///
     /// # Errors
-    /// - [`LockError::InvalidOptions`] when no URL was given, a URL is malformed (shown without
-    ///   its password), a `rediss://` URL is given without the `tls` feature, the default
-    ///   options are out of range, or a per-prefix fencing counter is asked for on a cluster.
+    /// - [`LockError::InvalidOptions`] when no URL was given, the key prefix holds a reserved
+    ///   segment, the TLS PEM material holds no usable certificate or key, a URL is malformed
+    ///   (shown without its password) or asks for `#insecure`, Sentinel URLs mix schemes or
+    ///   credentials, a `rediss://` URL is given without the `tls` feature, the default options
+    ///   are out of range, or a per-prefix fencing counter is asked for on a cluster.
     /// - [`LockError::Redis`] when the node, cluster or sentinels cannot be reached, or no
     ///   sentinel knows `master_name`.
     pub async fn build(self) -> Result<LockManager, LockError> {
+        crate::key::check_prefix(&self.key_prefix)?;
+        self.tls.check()?;
         self.default_options.validate()?;
         if let Some(replicas) = &self.replicas
             && (replicas.timeout.is_zero() || replicas.timeout >= self.response_timeout)

@@ -2,7 +2,12 @@
 
 use std::time::Duration;
 
+use crate::escape::Escaped;
+
 /// The error type of every fallible call in this crate.
+///
+/// `Display` shows keys with `{:?}`-style escapes for control characters (a key may come
+/// from request data); the `key` fields hold the key exactly.
 ///
 /// Match on the variant, or use the predicates [`is_contended`](Self::is_contended) and
 /// [`is_lost`](Self::is_lost). The enum is `#[non_exhaustive]`: later releases may add
@@ -13,7 +18,7 @@ pub enum LockError {
     /// The wait budget ([`LockOptions::wait`](crate::LockOptions::wait)) was spent while another
     /// holder kept the key. `waited` is the time spent inside `acquire`, measured on a monotonic
     /// clock.
-    #[error("lock `{key}` is held by another holder; gave up after waiting {waited:?}")]
+    #[error("lock `{}` is held by another holder; gave up after waiting {waited:?}", Escaped(.key))]
     Contended {
         /// The full Redis key, prefix included.
         key: String,
@@ -27,7 +32,7 @@ pub enum LockError {
     /// (nothing is stored; see `LockManager::idempotent`). Under Redlock a release reports it
     /// only when the token was on fewer than a quorum of nodes (otherwise
     /// [`ReleaseUnconfirmed`](Self::ReleaseUnconfirmed)).
-    #[error("lock `{key}` was lost: the key expired or holds another holder's token")]
+    #[error("lock `{}` was lost: the key expired or holds another holder's token", Escaped(.key))]
     Lost {
         /// The full Redis key, prefix included.
         key: String,
@@ -80,7 +85,8 @@ pub enum LockError {
     /// applied it on the primary), and the guard's deadline follows it. Never returned as
     /// [`Contended`](Self::Contended).
     #[error(
-        "lock `{key}` was written but only {acked} replicas acknowledged it within the timeout; {needed} were required"
+        "lock `{}` was written but only {acked} replicas acknowledged it within the timeout; {needed} were required",
+        Escaped(.key)
     )]
     NotReplicated {
         /// The full Redis key, prefix included.
@@ -116,7 +122,8 @@ pub enum LockError {
     /// network call: a second acquire would wait for the task's own lock until the wait budget
     /// ran out.
     #[error(
-        "lock `{key}` is already held by this task through an enclosing `#[distributed_lock]` call"
+        "lock `{}` is already held by this task through an enclosing `#[distributed_lock]` call",
+        Escaped(.key)
     )]
     AlreadyHeld {
         /// The full Redis key, prefix included.
@@ -125,7 +132,7 @@ pub enum LockError {
     /// An idempotency record exists for `key` but was stored for a request with another
     /// fingerprint (the same idempotency key reused for a different request body). The body
     /// did not run.
-    #[error("idempotency key `{key}` was first used for a request with another fingerprint")]
+    #[error("idempotency key `{}` was first used for a request with another fingerprint", Escaped(.key))]
     IdempotencyMismatch {
         /// The idempotency key, as given (without the prefix).
         key: String,
@@ -133,7 +140,7 @@ pub enum LockError {
     /// An idempotency record for `key` cannot be used: the stored value does not deserialize
     /// into the return type (a changed type; the body is not run again), or a new value is
     /// larger than the record limit or does not serialize (nothing is stored).
-    #[error("idempotency record `{key}`: {reason}")]
+    #[error("idempotency record `{}`: {reason}", Escaped(.key))]
     BadIdempotencyRecord {
         /// The idempotency key, as given (without the prefix).
         key: String,

@@ -5,7 +5,9 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use once_cell::sync::Lazy;
-use redis::{FromRedisValue, Script, ToRedisArgs};
+use redis::{FromRedisValue, ToRedisArgs};
+
+use crate::scripts::Lua;
 
 /// A write was rejected because the resource already accepted a newer fencing token: the
 /// writer's lease has ended and another holder has written since. Also the rejection of token
@@ -84,8 +86,8 @@ impl FenceError {
 /// Returns `{1, token}` when written, `{0, stored_fence}` when the stored fence is newer. Tokens
 /// are compared as decimal strings (longer is larger, then byte by byte), not as Lua numbers,
 /// which are doubles and would round tokens above 2^53.
-static FENCED_SET: Lazy<Script> = Lazy::new(|| {
-    Script::new(
+static FENCED_SET: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
         r"
 local function canonical(s)
   return string.match(s, '^%d+$') ~= nil and (#s == 1 or string.sub(s, 1, 1) ~= '0')
@@ -253,12 +255,13 @@ impl FencedRedis {
                 ),
             )))
         })?;
-        let (written, fence): (i64, u64) = FENCED_SET
-            .key(&self.key)
-            .arg(fencing_token)
-            .arg(value)
-            .invoke_async(conn)
-            .await?;
+        let (written, fence): (i64, u64) =
+            crate::scripts::Call::new(&FENCED_SET, 1, 3, self.key.len() + value.len())
+                .arg(&self.key)
+                .arg(fencing_token)
+                .arg(value)
+                .send(conn)
+                .await?;
         if written == 1 {
             Ok(())
         } else {

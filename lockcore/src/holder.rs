@@ -107,15 +107,22 @@ pub fn idempotency_key_of<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
     crate::key::idempotency_key_of(prefix, key)
 }
 
-/// Whether `key` (full key, prefix included) is one of the library's auxiliary keys under
-/// `prefix` (a fencing counter or a waiter queue) rather than a lock. Lock keys can never take
-/// these names.
+/// Whether `key` (full key, prefix included) is under `prefix` and is no lock: one of the
+/// library's auxiliary keys (a fencing counter, a waiter queue or waiter key, an idempotency
+/// record) of this manager or of a manager with a longer prefix. A key is auxiliary when its
+/// full name holds a reserved segment (`__fencing_counter__`, `__waitq__`, `__waiters__`,
+/// `__idem__`, `__wake__`) anywhere: lock keys can never hold one, whatever their prefix.
+///
+/// ```
+/// use lockcore::holder::is_auxiliary_key;
+///
+/// assert!(is_auxiliary_key("lock:", "lock:__fencing_counter__"));
+/// assert!(is_auxiliary_key("lock:", "lock:sub:__fencing_counter__"));
+/// assert!(!is_auxiliary_key("lock:", "lock:order:1"));
+/// assert!(!is_auxiliary_key("lock:", "other:__fencing_counter__"));
+/// ```
 pub fn is_auxiliary_key(prefix: &str, key: &str) -> bool {
-    key.strip_prefix(prefix).is_some_and(|name| {
-        crate::key::RESERVED
-            .iter()
-            .any(|reserved| name.starts_with(reserved))
-    })
+    key.starts_with(prefix) && crate::key::reserved_segment(key).is_some()
 }
 
 /// The token part of a lock value minted by this crate.
@@ -309,6 +316,12 @@ mod tests {
         }
         assert!(!is_auxiliary_key("lock:", "lock:order:1"));
         assert!(!is_auxiliary_key("lock:", "other:__waitq__x"));
+        // A manager with a nested prefix: its auxiliary keys are no locks of the outer one.
+        let (queue, entries) = waiter_queue_keys("lock:sub:", "lock:sub:order:1");
+        for key in [queue.as_str(), entries.as_str(), "lock:sub:__idem__rec:1"] {
+            assert!(is_auxiliary_key("lock:", key), "{key}");
+            assert!(is_auxiliary_key("", key), "{key}");
+        }
     }
 
     /// The value is byte for byte what the `format!`-based encoder wrote (lockctl parses it).

@@ -26,6 +26,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::escape::Escaped;
 use crate::key::idempotency_keys;
 use crate::{LockError, LockManager, LockOptions};
 use store::Store;
@@ -184,7 +185,7 @@ impl LockManager {
         if let Err(error) = guard.release().await
             && !known_lost
         {
-            tracing::warn!(key, %error, "could not release the idempotency lock");
+            tracing::warn!(key = %Escaped(key), %error, "could not release the idempotency lock");
         }
         result
     }

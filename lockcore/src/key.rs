@@ -4,6 +4,7 @@
 //! kept, so Redis Cluster hash tags such as `{user:1}` work as written.
 
 use crate::LockError;
+use crate::escape::Escaped;
 use crate::fencing::COUNTER_NAME;
 use crate::handoff::{ENTRIES_NAME, QUEUE_NAME};
 
@@ -45,50 +46,85 @@ pub(crate) fn idempotency_key_of<'k>(prefix: &str, full: &'k str) -> Option<&'k 
         .or_else(|| rest.strip_prefix(IDEMPOTENCY_LOCK))
 }
 
-/// Key name prefixes of lockcore's auxiliary keys (fencing counter, waiter queue, idempotency
-/// records).
-pub(crate) const RESERVED: [&str; 4] = [COUNTER_NAME, QUEUE_NAME, ENTRIES_NAME, IDEMPOTENCY_NAME];
+/// The segments that mark lockcore's own names (fencing counters, waiter queues and waiter
+/// keys, wake-up channels, idempotency records). Every auxiliary key and channel holds one
+/// right after its manager's prefix; no lock key holds one anywhere, whatever its prefix, so
+/// no manager (with a nested prefix, or none) can take another manager's auxiliary keys.
+pub(crate) const RESERVED: [&str; 5] = [
+    COUNTER_NAME,
+    QUEUE_NAME,
+    ENTRIES_NAME,
+    IDEMPOTENCY_NAME,
+    WAKE_SEGMENT,
+];
+
+/// The wake-up channels' name ([`WAKE_NAME`](crate::handoff::WAKE_NAME)) without its `:`.
+const WAKE_SEGMENT: &str = "__wake__";
 
 /// What every name in [`RESERVED`] starts with.
 const RESERVED_LEAD: &str = "__";
 
-/// The reserved name `key` starts with, if any.
-fn reserved_prefix(key: &str) -> Option<&'static str> {
-    if !key.starts_with(RESERVED_LEAD) {
+/// The first reserved segment that `name` holds anywhere, if any.
+pub(crate) fn reserved_segment(name: &str) -> Option<&'static str> {
+    // Every reserved segment starts with `__` (checked by a test): most names are passed
+    // after one scan for it.
+    if !name.contains(RESERVED_LEAD) {
         return None;
     }
-    RESERVED.iter().copied().find(|name| key.starts_with(name))
+    RESERVED
+        .iter()
+        .copied()
+        .find(|segment| name.contains(segment))
 }
 
 /// The default key prefix, `"lock:"`.
 pub const DEFAULT_KEY_PREFIX: &str = "lock:";
 
+/// Checks a manager's key prefix: it may be empty, but it must hold no reserved segment (every
+/// key under it would be refused).
+///
+/// # Errors
+/// [`LockError::InvalidOptions`] naming the prefix and the segment.
+pub(crate) fn check_prefix(prefix: &str) -> Result<(), LockError> {
+    match reserved_segment(prefix) {
+        None => Ok(()),
+        Some(segment) => Err(LockError::InvalidOptions {
+            reason: format!(
+                "key_prefix `{}` holds `{segment}`, which is reserved for lockcore's own keys; expected a prefix without it, such as `lock:`",
+                Escaped(prefix)
+            ),
+        }),
+    }
+}
+
 /// Joins `prefix` and `key` into the full Redis key.
 ///
 /// # Errors
 /// [`LockError::InvalidKey`] when `key` is empty (a lock on the bare prefix is almost always a
-/// template that rendered nothing), or starts with a name reserved for lockcore's own keys:
-/// `__fencing_counter__`, `__waitq__`, `__waiters__`, `__idem__`.
+/// template that rendered nothing), or when the full key holds, anywhere, a segment reserved
+/// for lockcore's own keys: `__fencing_counter__`, `__waitq__`, `__waiters__`, `__idem__`,
+/// `__wake__`.
 pub(crate) fn full_key(prefix: &str, key: &str) -> Result<String, LockError> {
     if key.is_empty() {
         return Err(LockError::InvalidKey {
             reason: format!(
-                "the key is empty (the Redis key would be only the prefix `{prefix}`); expected a non-empty key such as `order:42`"
-            ),
-        });
-    }
-    // Every reserved name starts with `__` (checked by a test): most keys are passed after
-    // one byte comparison.
-    if let Some(reserved) = reserved_prefix(key) {
-        return Err(LockError::InvalidKey {
-            reason: format!(
-                "the key `{key}` starts with `{reserved}`, which is reserved for lockcore's own keys; expected any other key"
+                "the key is empty (the Redis key would be only the prefix `{}`); expected a non-empty key such as `order:42`",
+                Escaped(prefix)
             ),
         });
     }
     let mut full = String::with_capacity(prefix.len() + key.len());
     full.push_str(prefix);
     full.push_str(key);
+    if let Some(segment) = reserved_segment(&full) {
+        return Err(LockError::InvalidKey {
+            reason: format!(
+                "the key `{}` (Redis key `{}`) holds `{segment}`, which is reserved for lockcore's own keys under any prefix; expected a key without it",
+                Escaped(key),
+                Escaped(&full)
+            ),
+        });
+    }
     Ok(full)
 }
 
@@ -112,10 +148,33 @@ mod tests {
     fn every_reserved_name_has_the_common_lead() {
         for name in RESERVED {
             assert!(name.starts_with(RESERVED_LEAD), "{name}");
-            assert_eq!(reserved_prefix(&format!("{name}x")), Some(name));
+            assert_eq!(reserved_segment(&format!("{name}x")), Some(name));
+            assert_eq!(reserved_segment(&format!("a:{name}")), Some(name));
         }
-        assert_eq!(reserved_prefix("_x__waitq__"), None);
-        assert_eq!(reserved_prefix("__other"), None);
+        assert_eq!(reserved_segment("_x__waitq_"), None);
+        assert_eq!(reserved_segment("__other"), None);
+        assert!(crate::handoff::WAKE_NAME.starts_with(WAKE_SEGMENT));
+    }
+
+    /// A nested prefix cannot reach the auxiliary names of a shorter one, nor the other way.
+    #[test]
+    fn reserved_segments_are_refused_after_any_prefix() {
+        for (prefix, key) in [
+            ("", "lock:__fencing_counter__"),
+            ("lock:", "sub:__waitq__{x}k"),
+            ("lo", "ck:__waiters__{x}k:t"),
+            ("", "lock:__idem__rec:1"),
+            ("", "lock:__wake__:0"),
+            ("lock:_", "_waitq__x"),
+        ] {
+            let err = full_key(prefix, key).unwrap_err();
+            assert!(
+                matches!(&err, LockError::InvalidKey { reason } if reason.contains(key) && reason.contains("reserved")),
+                "{prefix:?} {key:?}: {err}"
+            );
+        }
+        assert!(check_prefix("lock:").is_ok() && check_prefix("").is_ok());
+        assert!(check_prefix("a__waitq__").is_err());
     }
 
     #[test]
@@ -131,7 +190,7 @@ mod tests {
                 assert_eq!(idempotency_key_of(prefix, &record), Some(key));
                 assert_eq!(idempotency_key_of(prefix, &lock), Some(key));
                 let name = record.strip_prefix(prefix).unwrap_or_default();
-                assert_eq!(reserved_prefix(name), Some(IDEMPOTENCY_NAME), "{record}");
+                assert_eq!(reserved_segment(name), Some(IDEMPOTENCY_NAME), "{record}");
             }
         }
         let (record, lock) = idempotency_keys("lock:", "req:1");
@@ -154,6 +213,52 @@ mod tests {
     }
 }
 
+/// Every auxiliary name, of a manager with any prefix, holds a reserved segment; no accepted
+/// full key does: no manager can take another manager's auxiliary keys.
+#[cfg(test)]
+mod auxiliary_names {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::fencing::{FencingCounter, counter_key};
+
+    fn names_of(prefix: &str, lock_key: &str) -> Vec<String> {
+        let (queue, waiter_prefix) = crate::handoff::queue_keys(prefix, lock_key);
+        let name = &lock_key[prefix.len()..];
+        vec![
+            counter_key(prefix, lock_key, FencingCounter::PerPrefix),
+            counter_key(prefix, lock_key, FencingCounter::PerSlot),
+            queue,
+            format!("{waiter_prefix}2b1f0c7e-5d3a-4c2e-9a63-0e8f0f3a9b41"),
+            crate::handoff::Handoff::channel_for(prefix),
+            format!("{prefix}{IDEMPOTENCY_NAME}rec:{name}"),
+            format!("{prefix}{IDEMPOTENCY_NAME}lock:{name}"),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn auxiliary_names_and_lock_keys_never_meet(
+            owner in "[a-z:_{}]{0,6}",
+            other in "[a-z:_{}]{0,6}",
+            key in "[a-z:_{}]{1,12}",
+            wanted in 0..7usize,
+        ) {
+            prop_assume!(check_prefix(&owner).is_ok() && check_prefix(&other).is_ok());
+            let Ok(lock_key) = full_key(&owner, &key) else { return Ok(()) };
+            let names = names_of(&owner, &lock_key);
+            for name in &names {
+                prop_assert!(reserved_segment(name).is_some(), "{}", name);
+            }
+            // Another manager asking for exactly that name is refused.
+            let wanted = &names[wanted];
+            if let Some(asked) = wanted.strip_prefix(other.as_str()) && !asked.is_empty() {
+                prop_assert!(full_key(&other, asked).is_err(), "{:?} took {}", other, wanted);
+            }
+        }
+    }
+}
+
 /// Key checks, fuzzed (proptest, with shrinking): any key either joins byte for byte or is
 /// rejected with a reason that says what was expected.
 #[cfg(test)]
@@ -166,8 +271,12 @@ mod proptests {
         prop_oneof![
             Just(String::new()),
             "\\PC{0,40}",
-            (proptest::sample::select(RESERVED.to_vec()), "\\PC{0,8}")
-                .prop_map(|(reserved, rest)| format!("{reserved}{rest}")),
+            (
+                "\\PC{0,8}",
+                proptest::sample::select(RESERVED.to_vec()),
+                "\\PC{0,8}"
+            )
+                .prop_map(|(lead, reserved, rest)| format!("{lead}{reserved}{rest}")),
         ]
     }
 
@@ -178,11 +287,12 @@ mod proptests {
                 Ok(full) => {
                     prop_assert_eq!(full.as_bytes(), [prefix.as_bytes(), key.as_bytes()].concat());
                     prop_assert!(!key.is_empty());
-                    prop_assert!(!RESERVED.iter().any(|r| key.starts_with(r)));
+                    prop_assert!(!RESERVED.iter().any(|r| full.contains(r)));
                 }
                 Err(LockError::InvalidKey { reason }) => {
                     prop_assert!(reason.contains("expected"), "{}", reason);
-                    prop_assert!(key.is_empty() || RESERVED.iter().any(|r| key.starts_with(r)));
+                    let full = format!("{prefix}{key}");
+                    prop_assert!(key.is_empty() || RESERVED.iter().any(|r| full.contains(r)));
                 }
                 Err(other) => prop_assert!(false, "unexpected {:?}", other),
             }

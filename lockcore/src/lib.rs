@@ -5,6 +5,7 @@ mod backend;
 mod builder;
 mod defer;
 mod error;
+mod escape;
 mod fenced;
 mod fencing;
 mod global;
@@ -53,6 +54,7 @@ pub use key::DEFAULT_KEY_PREFIX;
 pub use manager::LockManager;
 pub use multi::MultiGuard;
 pub use options::LockOptions;
+pub use redact::redact_url;
 
 #[cfg(feature = "macros")]
 pub use lockmacro::distributed_lock;

@@ -70,7 +70,7 @@ impl Node {
     ///
     /// # Errors
     /// [`LockError::InvalidOptions`] for a malformed URL (the message shows the URL without
-    /// its password), or a `rediss://` URL without the `tls` feature.
+    /// its password), a `rediss://` URL without the `tls` feature, or one with `#insecure`.
     pub(crate) fn connection_info(
         url: &str,
         options: &ConnectOptions,
@@ -90,6 +90,17 @@ impl Node {
                 ),
             })?
             .set_tcp_settings(options.tcp_settings());
+        if let redis::ConnectionAddr::TcpTls { insecure, .. } = info.addr() {
+            // Whatever redis-rs features another crate turns on: certificates are always checked.
+            if *insecure {
+                return Err(LockError::InvalidOptions {
+                    reason: format!(
+                        "the URL `{}` asks for `#insecure`, which turns the server's certificate check off; lockcore always verifies it: remove the fragment, and trust a private CA with `tls_root_ca_pem`",
+                        redact_url(url)
+                    ),
+                });
+            }
+        }
         Ok(info)
     }
 

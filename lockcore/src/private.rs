@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tracing::Instrument;
 
+use crate::escape::Escaped;
 use crate::reentrancy::{self, Enclosing};
 use crate::{LockError, LockGuard, LockManager, LockOptions, MultiGuard};
 
@@ -217,13 +218,13 @@ impl Lock {
                     if let Err(err) = hold.release().await {
                         // Lost: the body ran past its lease (another holder may have been in);
                         // Redis: the release is retried in the background by the guard's `Drop`.
-                        tracing::warn!(key = lost_key, error = %err, "`#[distributed_lock]` could not release the lock after the body; returning the body's result");
+                        tracing::warn!(key = %Escaped(&lost_key), error = %err, "`#[distributed_lock]` could not release the lock after the body; returning the body's result");
                     }
                 }
                 // A nested call's future escaped the body and still shares the hold: the last
                 // one to drop it releases (without blocking).
                 Err(_) => tracing::debug!(
-                    key = lost_key,
+                    key = %Escaped(&lost_key),
                     "the lock is still shared by a nested call; it is released when that ends"
                 ),
             }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend::Backend;
+use crate::escape::Escaped;
 use crate::lease::{Lease, LeaseStatus};
 
 /// How many times a promotion that Redis did not answer is tried again.
@@ -71,11 +72,11 @@ async fn promote(backend: &Backend, lease: &Lease, cancelled: &AtomicBool) {
                 None => {}
             },
             Err(err) => {
-                tracing::debug!(key = %lease.key, error = %err, "renewal of a handed-over lease failed; retrying");
+                tracing::debug!(key = %Escaped(&lease.key), error = %err, "renewal of a handed-over lease failed; retrying");
             }
         }
         let pause = lease.remaining().min(Duration::from_millis(20));
         tokio::time::sleep(pause).await;
     }
-    tracing::warn!(key = %lease.key, "could not renew a handed-over lease; it ends with its claim window");
+    tracing::warn!(key = %Escaped(&lease.key), "could not renew a handed-over lease; it ends with its claim window");
 }

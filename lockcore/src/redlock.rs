@@ -135,13 +135,18 @@ impl Redlock {
             ttl,
             |_| true,
             |mut node| async move {
-                scripts::ACQUIRE
-                    .key(key)
-                    .key(counter_key)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .invoke_async::<redis::Value>(&mut node)
-                    .await
+                scripts::Call::new(
+                    &scripts::ACQUIRE,
+                    2,
+                    4,
+                    key.len() + counter_key.len() + token.len(),
+                )
+                .arg(key)
+                .arg(counter_key)
+                .arg(token)
+                .arg(ttl_ms)
+                .invoke::<redis::Value>(&mut node)
+                .await
             },
             |index, reply| {
                 let vote = reply.map(|reply| {
@@ -233,10 +238,10 @@ impl Redlock {
             ttl,
             |index| minted[index].is_some_and(|fence| fence != fencing_token),
             |mut node| async move {
-                scripts::RAISE_COUNTER
-                    .key(counter_key)
+                scripts::Call::new(&scripts::RAISE_COUNTER, 1, 2, counter_key.len())
+                    .arg(counter_key)
                     .arg(fencing_token)
-                    .invoke_async::<i64>(&mut node)
+                    .invoke::<i64>(&mut node)
                     .await
             },
             |_, reply| {
@@ -276,10 +281,10 @@ impl Redlock {
             ttl,
             |_| true,
             |mut node| async move {
-                scripts::RELEASE
-                    .key(key)
+                scripts::Call::new(&scripts::RELEASE, 1, 2, key.len() + token.len())
+                    .arg(key)
                     .arg(token)
-                    .invoke_async::<i64>(&mut node)
+                    .invoke::<i64>(&mut node)
                     .await
             },
             |_, reply| {

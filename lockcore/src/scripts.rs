@@ -31,7 +31,8 @@ pub(crate) struct Lua {
 }
 
 impl Lua {
-    fn new(code: impl Into<String>) -> Self {
+    /// The script of `code`.
+    pub(crate) fn new(code: impl Into<String>) -> Self {
         let code = code.into();
         Lua {
             script: Script::new(&code),
@@ -44,6 +45,31 @@ impl Lua {
         let mut cmd = redis::cmd("SCRIPT");
         cmd.arg("LOAD").arg(&self.code);
         cmd
+    }
+
+    /// `SCRIPT LOAD` of this script on `conn`.
+    async fn load_on(&self, conn: &mut impl redis::aio::ConnectionLike) -> redis::RedisResult<()> {
+        let reply: redis::Value = self.load_cmd().query_async(conn).await?;
+        self.check_loaded(&reply)
+    }
+
+    /// A `SCRIPT LOAD` reply other than this script's SHA1 is an error. redis-rs' own loader
+    /// (`Script::load_async`, and `invoke_async` after `NOSCRIPT`) asserts it instead, which
+    /// panics a debug build on a server's reply.
+    fn check_loaded(&self, reply: &redis::Value) -> redis::RedisResult<()> {
+        let hash: &[u8] = match reply {
+            redis::Value::BulkString(hash) => hash,
+            redis::Value::SimpleString(hash) => hash.as_bytes(),
+            _ => &[],
+        };
+        if hash == self.get_hash().as_bytes() {
+            return Ok(());
+        }
+        Err(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "the server answered `SCRIPT LOAD` with another value than the script's SHA1",
+            format!("expected {}, got {reply:?}", self.get_hash()),
+        )))
     }
 }
 
@@ -533,21 +559,38 @@ impl<'s> Call<'s> {
             });
         match first_key {
             Some(key) => {
-                let _: String = node.query_for_key(&key, self.script.load_cmd()).await?;
+                let reply: redis::Value = node.query_for_key(&key, self.script.load_cmd()).await?;
+                self.script.check_loaded(&reply)
             }
-            None => {
-                self.script.load_async(node).await?;
-            }
+            None => self.script.load_on(node).await,
         }
-        Ok(())
+    }
+
+    /// Sends the call on any connection (a resource's, not a lock node), and again after
+    /// loading the script there when the server answers `NOSCRIPT`. Errors are not explained.
+    pub(crate) async fn send<T: redis::FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> redis::RedisResult<T> {
+        match self.cmd.query_async(conn).await {
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+            {
+                self.script.load_on(conn).await?;
+                self.cmd.query_async(conn).await
+            }
+            other => other,
+        }
     }
 }
 
 /// Loads every script into the node's script cache (`SCRIPT LOAD`), so that the first burst of
 /// acquires does not each meet `NOSCRIPT` and load the script again.
-pub(crate) async fn preload_on(conn: &mut redis::aio::ConnectionManager) -> redis::RedisResult<()> {
+pub(crate) async fn preload_on(
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> redis::RedisResult<()> {
     for script in [&*ACQUIRE_QUEUED, &*ACQUIRE_ALL, &*RELEASE_HANDOFF, &*RENEW] {
-        script.load_async(conn).await?;
+        script.load_on(conn).await?;
     }
     Ok(())
 }

@@ -51,7 +51,8 @@ impl SentinelPrimary {
     /// `+switch-master` announcements in the background.
     ///
     /// # Errors
-    /// [`LockError::InvalidOptions`] for a malformed URL; [`LockError::Redis`] when no sentinel
+    /// [`LockError::InvalidOptions`] for a malformed URL, or URLs that mix schemes or name
+    /// different credentials (see [`check_alike`]); [`LockError::Redis`] when no sentinel
     /// answers, none knows `master_name`, or the primary cannot be reached.
     pub(crate) async fn resolve(
         sentinel_urls: &[String],
@@ -60,6 +61,7 @@ impl SentinelPrimary {
         runtime: &Handle,
     ) -> Result<SentinelPrimary, LockError> {
         let infos = Node::connection_infos(sentinel_urls, options)?;
+        check_alike(sentinel_urls, &infos)?;
         let tcp = options.tcp_settings();
         let mut builder = SentinelClientBuilder::new(
             infos.iter().map(|info| info.addr().clone()),
@@ -191,6 +193,50 @@ impl Inner {
             }
         }
     }
+}
+
+/// The first URL's TLS mode and credentials serve every sentinel and the primary, so the URLs
+/// must agree: all `redis://` or all `rediss://` (a plain first URL would send the password in
+/// plain text to sentinels meant for TLS), and any user or password a later URL names must be
+/// the first URL's. Checked before anything is dialled.
+///
+/// # Errors
+/// [`LockError::InvalidOptions`] naming the URLs (without their passwords).
+fn check_alike(urls: &[String], infos: &[redis::ConnectionInfo]) -> Result<(), LockError> {
+    let (Some(first), Some(first_url)) = (infos.first(), urls.first()) else {
+        return Ok(());
+    };
+    let tls =
+        |info: &redis::ConnectionInfo| matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    let credentials = |info: &redis::ConnectionInfo| {
+        let settings = info.redis_settings();
+        (
+            settings.username().map(str::to_owned),
+            settings.password().map(str::to_owned),
+        )
+    };
+    for (info, url) in infos.iter().zip(urls).skip(1) {
+        if tls(info) != tls(first) {
+            return Err(LockError::InvalidOptions {
+                reason: format!(
+                    "the sentinel URLs mix `redis://` and `rediss://` (`{}` and `{}`); the first URL's scheme and credentials serve every sentinel and the primary, so expected one scheme for all (`rediss://` for TLS)",
+                    crate::redact::redact_url(first_url),
+                    crate::redact::redact_url(url),
+                ),
+            });
+        }
+        let (user, password) = credentials(info);
+        if (user.is_some() || password.is_some()) && (user, password) != credentials(first) {
+            return Err(LockError::InvalidOptions {
+                reason: format!(
+                    "the sentinel URLs name different credentials (`{}` and `{}`); the first URL's user and password serve every sentinel and the primary, so expected the same credentials in every URL, or only in the first",
+                    crate::redact::redact_url(first_url),
+                    crate::redact::redact_url(url),
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The primary's client and a connection to it.

@@ -1,5 +1,8 @@
 //! Tracing spans and events, and (cargo feature `metrics`) metrics through the `metrics` facade.
 //!
+//! Keys in span and event fields are shown with `{:?}`-style escapes for control characters
+//! (a key may come from request data).
+//!
 //! # Spans (target `lockcore`)
 //! | span | level | fields |
 //! |---|---|---|
@@ -34,6 +37,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::field::Empty;
 
+use crate::escape::Escaped;
 use crate::lease::Lease;
 use crate::{LockError, LockGuard};
 
@@ -66,7 +70,7 @@ impl AcquireProbe {
         let span = tracing::debug_span!(
             target: "lockcore",
             "lock.acquire",
-            key = %format_args!("{prefix}{key}"),
+            key = %format_args!("{}{}", Escaped(prefix), Escaped(key)),
             key_template = template,
             outcome = Empty,
             attempts = Empty,
@@ -110,7 +114,7 @@ impl AcquireProbe {
     pub(crate) fn held(&self, key: &str, holder_ttl: Option<Duration>) {
         if !self.contended.swap(true, Ordering::Relaxed) {
             let holder_ttl_ms = holder_ttl.map(|t| u64::try_from(t.as_millis()).unwrap_or(0));
-            tracing::debug!(target: "lockcore", key, holder_ttl_ms, "lock contended; waiting");
+            tracing::debug!(target: "lockcore", key = %Escaped(key), holder_ttl_ms, "lock contended; waiting");
         }
     }
 
@@ -165,7 +169,7 @@ pub(crate) fn body_span(guard: &LockGuard) -> tracing::Span {
     tracing::debug_span!(
         target: "lockcore",
         "lock.body",
-        key = guard.key(),
+        key = %Escaped(guard.key()),
         key_template = guard.key_template(),
     )
 }
@@ -175,7 +179,7 @@ pub(crate) fn release_span(lease: &Lease) -> tracing::Span {
     tracing::debug_span!(
         target: "lockcore",
         "lock.release",
-        key = lease.key,
+        key = %Escaped(&lease.key),
         key_template = template_label(lease.key_template),
         held_ms = u64::try_from(lease.held_since.elapsed().as_millis()).unwrap_or(0),
     )
@@ -188,7 +192,7 @@ pub(crate) fn released(lease: &Lease, outcome: &'static str) {
         return;
     }
     let held = lease.held_since.elapsed();
-    tracing::debug!(target: "lockcore", key = lease.key, outcome, held_ms = u64::try_from(held.as_millis()).unwrap_or(0), "lock released");
+    tracing::debug!(target: "lockcore", key = %Escaped(&lease.key), outcome, held_ms = u64::try_from(held.as_millis()).unwrap_or(0), "lock released");
     count_release(template_label(lease.key_template), outcome, held);
 }
 
@@ -213,7 +217,7 @@ pub(crate) fn renewal_failed(leases: &[&Lease], error: &LockError) {
 
 /// The lease is lost: a warning with the key and why, and the loss counter.
 pub(crate) fn lost(lease: &Lease, reason: &'static str, message: &'static str) {
-    tracing::warn!(target: "lockcore", key = lease.key, key_template = template_label(lease.key_template), reason, "{message}");
+    tracing::warn!(target: "lockcore", key = %Escaped(&lease.key), key_template = template_label(lease.key_template), reason, "{message}");
     count_loss(template_label(lease.key_template), reason);
 }
 

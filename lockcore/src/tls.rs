@@ -52,6 +52,26 @@ pub(crate) fn ensure_supported(url: &str) -> Result<(), LockError> {
 }
 
 impl TlsFiles {
+    /// Checks the PEM material before anything connects: the CA (and the client certificate)
+    /// holds at least one certificate and each one parses, the client key holds a private key.
+    /// Otherwise every handshake would fail later with a less helpful error.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOptions`] naming the builder call and what is missing.
+    pub(crate) fn check(&self) -> Result<(), LockError> {
+        #[cfg(feature = "tls")]
+        {
+            if let Some(pem) = &self.root_ca_pem {
+                pem_check::certificates(pem, "tls_root_ca_pem")?;
+            }
+            if let Some((cert, key)) = &self.client_cert_pem {
+                pem_check::certificates(cert, "tls_client_cert_pem")?;
+                pem_check::private_key(key, "tls_client_cert_pem")?;
+            }
+        }
+        Ok(())
+    }
+
     #[cfg(feature = "tls")]
     fn certificates(&self) -> Option<redis::TlsCertificates> {
         if self.root_ca_pem.is_none() && self.client_cert_pem.is_none() {
@@ -106,5 +126,54 @@ impl TlsFiles {
             return builder.certs(certificates);
         }
         builder
+    }
+}
+
+/// PEM parsing with rustls' own PEM support, for [`TlsFiles::check`].
+#[cfg(feature = "tls")]
+mod pem_check {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    use crate::LockError;
+
+    fn invalid(reason: String) -> LockError {
+        LockError::InvalidOptions { reason }
+    }
+
+    /// Every certificate of `pem` parses, and there is at least one.
+    pub(super) fn certificates(pem: &[u8], call: &str) -> Result<(), LockError> {
+        let mut found = 0;
+        for (i, cert) in CertificateDer::pem_slice_iter(pem).enumerate() {
+            let cert = cert.map_err(|e| {
+                invalid(format!(
+                    "the PEM given to `{call}` does not decode at certificate #{} ({e}); expected PEM `-----BEGIN CERTIFICATE-----` blocks",
+                    i + 1
+                ))
+            })?;
+            // Parses the certificate as rustls does for a trust anchor.
+            rustls::RootCertStore::empty().add(cert).map_err(|e| {
+                invalid(format!(
+                    "certificate #{} in the PEM given to `{call}` is not a valid certificate ({e}); expected X.509 certificates in PEM",
+                    i + 1
+                ))
+            })?;
+            found += 1;
+        }
+        if found == 0 {
+            return Err(invalid(format!(
+                "the PEM given to `{call}` holds no certificate; expected at least one `-----BEGIN CERTIFICATE-----` block"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `pem` holds a private key.
+    pub(super) fn private_key(pem: &[u8], call: &str) -> Result<(), LockError> {
+        PrivateKeyDer::from_pem_slice(pem).map(drop).map_err(|e| {
+            invalid(format!(
+                "the key PEM given to `{call}` holds no private key ({e}); expected a `-----BEGIN PRIVATE KEY-----` (or RSA / EC) block"
+            ))
+        })
     }
 }

@@ -48,6 +48,7 @@ use tracing::Instrument;
 
 use crate::backend::Backend;
 use crate::defer::OnDrop;
+use crate::escape::Escaped;
 use crate::lease::{Lease, LeaseStatus, WriteLock};
 use crate::renew::RenewItem;
 use crate::{LockError, telemetry};
@@ -292,7 +293,7 @@ impl Watchdog {
                     telemetry::renewed(lease);
                     entry.retry_at = None;
                     if std::mem::take(&mut entry.failing) {
-                        tracing::info!(key = lease.key, "watchdog renewal works again");
+                        tracing::info!(key = %Escaped(&lease.key), "watchdog renewal works again");
                     }
                 }
                 renewed => {
@@ -335,9 +336,9 @@ impl Entry {
     fn retry_later(&mut self, renewal: &Renewal, error: &dyn std::fmt::Display) {
         self.retry_at = Some(Instant::now() + retry_interval(renewal.ttl));
         if !std::mem::replace(&mut self.failing, true) {
-            tracing::warn!(key = renewal.lease.key, error = %error, "watchdog renewal failed; retrying every min(ttl/10, 100 ms) until the lease's deadline");
+            tracing::warn!(key = %Escaped(&renewal.lease.key), error = %error, "watchdog renewal failed; retrying every min(ttl/10, 100 ms) until the lease's deadline");
         } else {
-            tracing::debug!(key = renewal.lease.key, error = %error, "watchdog renewal failed again");
+            tracing::debug!(key = %Escaped(&renewal.lease.key), error = %error, "watchdog renewal failed again");
         }
     }
 }

@@ -3,13 +3,14 @@
 
 use std::time::Duration;
 
+use lockcore::redact_url;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
 use crate::cli::Connect;
-use crate::error::{CtlError, redact};
+use crate::error::CtlError;
 
 /// How long connecting, and each command, may take.
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -78,13 +79,24 @@ impl Target {
         }
         let master = args.master.as_deref().unwrap_or_default();
         let mut node_info = redis::sentinel::SentinelNodeConnectionInfo::default();
-        if let Some(url) = args.sentinel.first() {
-            // The Sentinel URL's credentials are used for the primary too.
-            let info = parse_url(url)?;
-            node_info = node_info.set_redis_connection_info(info.redis_settings().clone());
+        let infos = args
+            .sentinel
+            .iter()
+            .map(|url| parse_url(url))
+            .collect::<Result<Vec<_>, _>>()?;
+        if infos.iter().any(is_tls) != infos.iter().all(is_tls) {
+            return Err(CtlError::BadInput {
+                what: "--sentinel URLs",
+                value: redact_all(&args.sentinel),
+                reason: "they mix `redis://` and `rediss://`; expected one scheme for all (the first URL's scheme and credentials serve every sentinel and the primary)".to_owned(),
+            });
         }
-        for url in &args.sentinel {
-            parse_url(url)?;
+        if let Some(info) = infos.first() {
+            // The first Sentinel URL's credentials and TLS mode are used for the primary too.
+            node_info = node_info.set_redis_connection_info(info.redis_settings().clone());
+            if is_tls(info) {
+                node_info = node_info.set_tls_mode(redis::TlsMode::Secure);
+            }
         }
         let mut client = redis::sentinel::SentinelClient::build(
             args.sentinel.clone(),
@@ -102,8 +114,9 @@ impl Target {
     }
 
     /// Every key matching `pattern` whose type is string, with `SCAN` (on every primary of a
-    /// cluster). Order as the server returns them, duplicates removed.
-    pub(crate) async fn scan_strings(&mut self, pattern: &str) -> Result<Vec<String>, CtlError> {
+    /// cluster), as the bytes Redis holds (a key need not be UTF-8). Sorted, duplicates
+    /// removed.
+    pub(crate) async fn scan_strings(&mut self, pattern: &str) -> Result<Vec<Vec<u8>>, CtlError> {
         let mut keys = Vec::new();
         match self {
             Target::Single(conn) => scan_node(conn, None, pattern, &mut keys).await?,
@@ -124,7 +137,7 @@ async fn scan_node<C: ClusterRoute>(
     conn: &mut C,
     node: Option<(String, u16)>,
     pattern: &str,
-    keys: &mut Vec<String>,
+    keys: &mut Vec<Vec<u8>>,
 ) -> Result<(), CtlError> {
     let mut cursor: u64 = 0;
     loop {
@@ -136,7 +149,7 @@ async fn scan_node<C: ClusterRoute>(
             .arg(SCAN_COUNT)
             .arg("TYPE")
             .arg("string");
-        let (next, batch): (u64, Vec<String>) = conn.route(cmd, node.clone()).await?;
+        let (next, batch): (u64, Vec<Vec<u8>>) = conn.route(cmd, node.clone()).await?;
         keys.extend(batch);
         if next == 0 {
             return Ok(());
@@ -271,28 +284,42 @@ fn tls_certificates(args: &Connect) -> Result<Option<redis::TlsCertificates>, Ct
     }))
 }
 
+/// `url` parsed; `#insecure` (no certificate check) is refused whatever redis-rs features
+/// are on.
 fn parse_url(url: &str) -> Result<redis::ConnectionInfo, CtlError> {
-    url.into_connection_info().map_err(|e| bad_url(url, &e))
+    let info = url.into_connection_info().map_err(|e| bad_url(url, &e))?;
+    if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = info.addr() {
+        return Err(CtlError::BadInput {
+            what: "URL",
+            value: redact_url(url),
+            reason: "`#insecure` turns the server's certificate check off; expected a URL without it (trust a private CA with `--tls-ca`)".to_owned(),
+        });
+    }
+    Ok(info)
+}
+
+fn is_tls(info: &redis::ConnectionInfo) -> bool {
+    matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
 }
 
 fn bad_url(url: &str, err: &redis::RedisError) -> CtlError {
     CtlError::BadInput {
         what: "URL",
-        value: redact(url),
+        value: redact_url(url),
         reason: format!("{err}; expected redis://[user:password@]host:port/[db] or rediss://..."),
     }
 }
 
 fn unreachable(url: &str, err: &redis::RedisError) -> CtlError {
     CtlError::Unreachable {
-        target: redact(url),
+        target: redact_url(url),
         reason: err.to_string(),
     }
 }
 
 fn redact_all(urls: &[String]) -> String {
     urls.iter()
-        .map(|u| redact(u))
+        .map(|u| redact_url(u))
         .collect::<Vec<_>>()
         .join(", ")
 }

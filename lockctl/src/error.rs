@@ -42,28 +42,3 @@ impl From<redis::RedisError> for CtlError {
         CtlError::Redis(err)
     }
 }
-
-/// `url` with any password (and user name) replaced by `***`, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact("rediss://ops:s3cret@db:6380/"),
-            "rediss://***@db:6380/"
-        );
-        assert_eq!(redact("redis://:pw@h:1/"), "redis://***@h:1/");
-        assert_eq!(redact("redis://h:1/"), "redis://h:1/");
-    }
-}

@@ -13,6 +13,7 @@
 mod cli;
 mod conn;
 mod error;
+mod escape;
 mod record;
 mod render;
 
@@ -49,9 +50,9 @@ fn main() -> ExitCode {
     }
 }
 
+/// Prints `message` as one line, escaped: it may quote a key or a server's reply.
 fn fail(message: &str) -> ExitCode {
-    let line = message.replace('\n', " ");
-    eprintln!("lockctl: {line}");
+    eprintln!("lockctl: {}", escape::text(message));
     ExitCode::FAILURE
 }
 
@@ -116,13 +117,13 @@ async fn release(
     expected_token: Option<&str>,
 ) -> Result<(), CtlError> {
     record::check_is_lock(target, prefix, key).await?;
-    let value: Option<String> = redis::cmd("GET").arg(key).query_async(&mut *target).await?;
+    let value: Option<Vec<u8>> = redis::cmd("GET").arg(key).query_async(&mut *target).await?;
     let value = value.ok_or_else(|| CtlError::NoSuchKey {
         key: key.to_owned(),
     })?;
     let holder = record::Holder::parse(&value);
     if let Some(expected) = expected_token
-        && holder.token != expected
+        && holder.token_bytes != expected.as_bytes()
     {
         return Err(CtlError::OtherHolder {
             key: key.to_owned(),
@@ -148,14 +149,16 @@ async fn release(
     );
     // The audit line: who released what, from whom.
     println!(
-        "released {key}: token {} held by host={} pid={} label={} acquired_at={}; released by {operator} at {}",
-        holder.token,
-        holder.host.as_deref().unwrap_or("-"),
+        "released {}: token {} held by host={} pid={} label={} acquired_at={}; released by {} at {}",
+        escape::text(key),
+        escape::bytes(&holder.token_bytes),
+        escape::text(holder.host.as_deref().unwrap_or("-")),
         holder.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
-        holder.label.as_deref().unwrap_or("-"),
+        escape::text(holder.label.as_deref().unwrap_or("-")),
         holder
             .acquired_at
             .map_or_else(|| "-".to_owned(), |a| a.to_string()),
+        escape::text(&operator),
         record::now_ms(),
     );
     Ok(())
@@ -180,7 +183,8 @@ async fn watch(
         let (records, idem) = record::list(target, prefix, pattern).await?;
         let mut out = std::io::stdout().lock();
         let header = format!(
-            "lockctl watch {pattern}  every {interval_ms} ms  (refresh {})\n",
+            "lockctl watch {}  every {interval_ms} ms  (refresh {})\n",
+            escape::text(pattern),
             done + 1
         );
         // In place on a terminal (cursor home, clear screen); one table after another otherwise.

@@ -12,8 +12,12 @@ use crate::error::CtlError;
 /// Who holds (or waits for) a lock, decoded from a lock value (see `lockcore::holder`).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub(crate) struct Holder {
-    /// The random token at the start of the value.
+    /// The random token at the start of the value (bytes that are not UTF-8 replaced by
+    /// U+FFFD: JSON strings are UTF-8).
     pub(crate) token: String,
+    /// The token's bytes as stored.
+    #[serde(skip)]
+    pub(crate) token_bytes: Vec<u8>,
     pub(crate) host: Option<String>,
     pub(crate) pid: Option<u64>,
     pub(crate) label: Option<String>,
@@ -23,17 +27,22 @@ pub(crate) struct Holder {
 }
 
 impl Holder {
-    /// Decodes a value. A bare token (older versions) or metadata that does not parse gives a
-    /// holder with the token only.
-    pub(crate) fn parse(value: &str) -> Holder {
-        let (token, meta) = lockcore::holder::split_value(value);
+    /// Decodes a value (any bytes: it may have been written by something else). A bare token
+    /// (older versions) or metadata that does not parse gives a holder with the token only.
+    pub(crate) fn parse(value: &[u8]) -> Holder {
+        // As `lockcore::holder::split_value`, over bytes.
+        let (token, meta) = match value.iter().position(|&b| b == b' ') {
+            Some(space) => (&value[..space], Some(&value[space + 1..])),
+            None => (value, None),
+        };
         let meta: serde_json::Map<String, serde_json::Value> = meta
-            .and_then(|m| serde_json::from_str(m).ok())
+            .and_then(|m| serde_json::from_slice(m).ok())
             .unwrap_or_default();
         let text = |name: &str| meta.get(name).and_then(|v| v.as_str()).map(str::to_owned);
         let number = |name: &str| meta.get(name).and_then(serde_json::Value::as_u64);
         Holder {
-            token: token.to_owned(),
+            token: String::from_utf8_lossy(token).into_owned(),
+            token_bytes: token.to_vec(),
             host: text("host"),
             pid: number("pid"),
             label: text("label"),
@@ -48,8 +57,11 @@ impl Holder {
 pub(crate) struct LockRecord {
     /// Always `"lock"` (idempotency records say `"idempotency"`).
     pub(crate) kind: &'static str,
-    /// The full Redis key.
+    /// The full Redis key (bytes that are not UTF-8 replaced by U+FFFD).
     pub(crate) key: String,
+    /// The key's bytes as stored.
+    #[serde(skip)]
+    pub(crate) key_bytes: Vec<u8>,
     /// Remaining TTL in ms; -1 when the key has no expiry.
     pub(crate) pttl_ms: i64,
     #[serde(flatten)]
@@ -65,16 +77,6 @@ pub(crate) struct LockRecord {
     pub(crate) waiters: Vec<Holder>,
 }
 
-/// The replies to one key's pipeline: value, PTTL, queued values, waiter entries by token, and
-/// the server's clock (`TIME`: seconds, microseconds).
-type KeyReplies = (
-    Option<String>,
-    i64,
-    Vec<String>,
-    HashMap<String, String>,
-    (u64, u64),
-);
-
 /// `TIME` on the node that holds `KEYS[1]` (a pipeline's keyless `TIME` could go to any node of
 /// a cluster).
 const TIME_OF_KEY: &str = "return redis.call('TIME')";
@@ -83,21 +85,34 @@ const TIME_OF_KEY: &str = "return redis.call('TIME')";
 pub(crate) async fn read(
     target: &mut Target,
     prefix: &str,
-    key: &str,
+    key: &[u8],
 ) -> Result<Option<LockRecord>, CtlError> {
-    let (queue, entries) = lockcore::holder::waiter_queue_keys(prefix, key);
+    // A key that is not UTF-8 is no lockcore lock: it has no waiter queue.
+    let queues = std::str::from_utf8(key)
+        .ok()
+        .map(|key| lockcore::holder::waiter_queue_keys(prefix, key));
     // All keys share the lock key's slot, so one pipeline serves a cluster too.
-    let (value, pttl, queued, entries, (secs, micros)): KeyReplies = redis::pipe()
-        .get(key)
-        .pttl(key)
-        .lrange(&queue, 0, -1)
-        .hgetall(&entries)
-        .cmd("EVAL")
-        .arg(TIME_OF_KEY)
-        .arg(1)
-        .arg(key)
-        .query_async(target)
-        .await?;
+    let mut pipe = redis::pipe();
+    pipe.get(key).pttl(key);
+    if let Some((queue, entries)) = &queues {
+        pipe.lrange(queue, 0, -1)
+            .hgetall(entries)
+            .cmd("EVAL")
+            .arg(TIME_OF_KEY)
+            .arg(1)
+            .arg(key);
+    }
+    let replies: Vec<redis::Value> = pipe.query_async(target).await?;
+    let mut replies = replies.into_iter();
+    let mut next = || replies.next().unwrap_or(redis::Value::Nil);
+    let value: Option<Vec<u8>> = decode(next())?;
+    let pttl: i64 = decode(next())?;
+    let queued: Vec<Vec<u8>> = decode(next())?;
+    let entries: HashMap<Vec<u8>, String> = decode(next())?;
+    let (secs, micros): (u64, u64) = match next() {
+        redis::Value::Nil => (0, 0),
+        time => decode(time)?,
+    };
     let Some(value) = value else {
         return Ok(None);
     };
@@ -107,7 +122,7 @@ pub(crate) async fn read(
     let waiters = queued
         .iter()
         .filter(|waiter| {
-            let (token, _) = lockcore::holder::split_value(waiter);
+            let token = waiter.split(|&b| b == b' ').next().unwrap_or_default();
             entries
                 .get(token)
                 .and_then(|entry| lockcore::holder::entry_deadline_ms(entry))
@@ -118,7 +133,8 @@ pub(crate) async fn read(
     let held_ms = holder.acquired_at.map(|at| now_ms().saturating_sub(at));
     Ok(Some(LockRecord {
         kind: "lock",
-        key: key.to_owned(),
+        key: String::from_utf8_lossy(key).into_owned(),
+        key_bytes: key.to_vec(),
         pttl_ms: pttl,
         holder_object: holder.clone(),
         holder,
@@ -126,6 +142,11 @@ pub(crate) async fn read(
         fencing_token: None,
         waiters,
     }))
+}
+
+/// One pipeline reply as `T`.
+fn decode<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, CtlError> {
+    redis::from_redis_value(value).map_err(|e| CtlError::Redis(e.into()))
 }
 
 /// Every lock whose key matches `pattern`, sorted by key, and the idempotency records found
@@ -140,12 +161,14 @@ pub(crate) async fn list(
     let mut records = Vec::with_capacity(keys.len());
     let mut idem_keys = BTreeSet::new();
     for key in keys {
-        if let Some(idem_key) = idempotency_key(prefix, &key) {
-            idem_keys.insert(idem_key.to_owned());
-            continue;
-        }
-        if lockcore::holder::is_auxiliary_key(prefix, &key) {
-            continue;
+        if let Ok(text) = std::str::from_utf8(&key) {
+            if let Some(idem_key) = idempotency_key(prefix, text) {
+                idem_keys.insert(idem_key.to_owned());
+                continue;
+            }
+            if lockcore::holder::is_auxiliary_key(prefix, text) {
+                continue;
+            }
         }
         if let Some(record) = read(target, prefix, &key).await? {
             records.push(record);
@@ -167,7 +190,7 @@ pub(crate) async fn inspect(
     key: &str,
 ) -> Result<LockRecord, CtlError> {
     check_is_lock(target, prefix, key).await?;
-    read(target, prefix, key)
+    read(target, prefix, key.as_bytes())
         .await?
         .ok_or_else(|| CtlError::NoSuchKey {
             key: key.to_owned(),
@@ -236,7 +259,7 @@ pub(crate) async fn read_idempotency(
     with_value: bool,
 ) -> Result<Option<IdemRecord>, CtlError> {
     let (record_key, lock_key) = lockcore::holder::idempotency_keys(prefix, idem_key);
-    let (text, pttl): (Option<String>, i64) = redis::pipe()
+    let (text, pttl): (Option<Vec<u8>>, i64) = redis::pipe()
         .get(&record_key)
         .pttl(&record_key)
         .query_async(target)
@@ -257,7 +280,7 @@ pub(crate) async fn read_idempotency(
         record: None,
     };
     if let Some(text) = text {
-        let parsed: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+        let parsed: Option<serde_json::Value> = serde_json::from_slice(&text).ok();
         let field = |name: &str| parsed.as_ref().and_then(|v| v.get(name));
         record.written_at = field("at_ms").and_then(serde_json::Value::as_u64);
         record.fingerprint = field("fingerprint")
@@ -266,11 +289,13 @@ pub(crate) async fn read_idempotency(
         record.age_ms = record.written_at.map(|at| now_ms().saturating_sub(at));
         record.size_bytes = u64::try_from(text.len()).ok();
         if with_value {
-            record.record = Some(parsed.unwrap_or(serde_json::Value::String(text)));
+            record.record = Some(parsed.unwrap_or_else(|| {
+                serde_json::Value::String(String::from_utf8_lossy(&text).into_owned())
+            }));
         }
         return Ok(Some(record));
     }
-    let Some(lock) = read(target, prefix, &lock_key).await? else {
+    let Some(lock) = read(target, prefix, lock_key.as_bytes()).await? else {
         return Ok(None);
     };
     record.state = "running";
@@ -317,7 +342,7 @@ mod tests {
 
     #[test]
     fn bare_tokens_of_older_versions_still_decode() {
-        let holder = Holder::parse("2b1f0c7e-5d3a-4c2e-9a63-0e8f0f3a9b41");
+        let holder = Holder::parse(b"2b1f0c7e-5d3a-4c2e-9a63-0e8f0f3a9b41");
         assert_eq!(holder.token, "2b1f0c7e-5d3a-4c2e-9a63-0e8f0f3a9b41");
         assert_eq!(holder.host, None);
     }
@@ -325,12 +350,16 @@ mod tests {
     #[test]
     fn metadata_decodes() {
         let holder = Holder::parse(
-            "t {\"host\":\"web-3\",\"pid\":42,\"acquired_at\":7,\"key_template\":\"a:<b>\"}",
+            b"t {\"host\":\"web-3\",\"pid\":42,\"acquired_at\":7,\"key_template\":\"a:<b>\"}",
         );
         assert_eq!(holder.host.as_deref(), Some("web-3"));
         assert_eq!(holder.pid, Some(42));
         assert_eq!(holder.acquired_at, Some(7));
         assert_eq!(holder.key_template.as_deref(), Some("a:<b>"));
-        assert_eq!(Holder::parse("t {not json").token, "t");
+        assert_eq!(Holder::parse(b"t {not json").token, "t");
+        let odd = Holder::parse(b"t\xff {\"host\":\"h\"}");
+        assert_eq!(odd.token_bytes, b"t\xff");
+        assert_eq!(odd.token, "t\u{fffd}");
+        assert_eq!(odd.host.as_deref(), Some("h"));
     }
 }

@@ -1,9 +1,11 @@
-//! Human tables and JSON output.
+//! Human tables and JSON output. Every text from Redis in a table goes through
+//! [`escape`](crate::escape); JSON keeps it exact.
 
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::escape;
 use crate::record::{Holder, IdemRecord, LockRecord};
 
 /// How much of a stored record the `inspect` table shows.
@@ -57,7 +59,7 @@ fn idempotency_table(idem: &[IdemRecord]) -> String {
     for r in idem {
         let holder = r.holder.as_ref();
         rows.push(vec![
-            r.key.clone(),
+            shown(&r.key),
             r.state.to_owned(),
             r.age_ms.map_or_else(|| "-".to_owned(), human_ms),
             r.size_bytes
@@ -80,10 +82,10 @@ pub(crate) fn idempotency_detail(r: &IdemRecord) -> String {
     let holder = r.holder.as_ref();
     let number = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
     let mut rows: Vec<Vec<String>> = vec![
-        vec!["key".into(), r.key.clone()],
+        vec!["key".into(), shown(&r.key)],
         vec!["kind".into(), r.kind.to_owned()],
-        vec!["idempotency_key".into(), r.idempotency_key.clone()],
-        vec!["lock_key".into(), r.lock_key.clone()],
+        vec!["idempotency_key".into(), shown(&r.idempotency_key)],
+        vec!["lock_key".into(), shown(&r.lock_key)],
         vec!["state".into(), r.state.to_owned()],
         vec!["pttl_ms".into(), r.pttl_ms.to_string()],
         vec![
@@ -118,7 +120,7 @@ pub(crate) fn idempotency_detail(r: &IdemRecord) -> String {
     let stored = r
         .record
         .as_ref()
-        .map_or_else(|| "-".to_owned(), |v| preview(&v.to_string()));
+        .map_or_else(|| "-".to_owned(), |v| shown(&preview(&v.to_string())));
     rows.push(vec!["record".into(), stored]);
     columns(&rows)
 }
@@ -146,7 +148,7 @@ fn lock_table(records: &[LockRecord]) -> String {
     for r in records {
         let h = &r.holder;
         rows.push(vec![
-            r.key.clone(),
+            escape::bytes(&r.key_bytes).into_owned(),
             r.pttl_ms.to_string(),
             or_dash(h.host.as_deref()),
             h.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
@@ -165,9 +167,9 @@ fn lock_table(records: &[LockRecord]) -> String {
 pub(crate) fn detail(r: &LockRecord) -> String {
     let h = &r.holder;
     let mut rows: Vec<Vec<String>> = vec![
-        vec!["key".into(), r.key.clone()],
+        vec!["key".into(), escape::bytes(&r.key_bytes).into_owned()],
         vec!["pttl_ms".into(), r.pttl_ms.to_string()],
-        vec!["token".into(), h.token.clone()],
+        vec!["token".into(), escape::bytes(&h.token_bytes).into_owned()],
         vec!["host".into(), or_dash(h.host.as_deref())],
         vec![
             "pid".into(),
@@ -196,15 +198,21 @@ pub(crate) fn detail(r: &LockRecord) -> String {
 fn waiter(w: &Holder) -> String {
     format!(
         "{} host={} pid={} label={}",
-        w.token,
+        escape::bytes(&w.token_bytes),
         or_dash(w.host.as_deref()),
         w.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
         or_dash(w.label.as_deref()),
     )
 }
 
+/// Text from Redis, escaped.
+fn shown(s: &str) -> String {
+    escape::text(s).into_owned()
+}
+
+/// Text from Redis, escaped, or `-`.
 fn or_dash(s: Option<&str>) -> String {
-    s.unwrap_or("-").to_owned()
+    s.map_or_else(|| "-".to_owned(), shown)
 }
 
 /// `850ms`, `12.3s`, `4m05s`, `3h07m`, `2d04h`.

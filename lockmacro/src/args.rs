@@ -148,9 +148,12 @@ impl Config {
     }
 }
 
+/// The literal `value` is, also when a `macro_rules!` fragment (`$key:literal`) wraps it in an
+/// invisible group.
 pub(crate) fn literal(value: &Expr) -> Option<&Lit> {
     match value {
         Expr::Lit(ExprLit { lit, attrs }) if attrs.is_empty() => Some(lit),
+        Expr::Group(group) if group.attrs.is_empty() => literal(&group.expr),
         _ => None,
     }
 }

@@ -23,8 +23,8 @@ pub(crate) fn keys_expr(templates: &[LitStr], params: &Params) -> syn::Result<To
 
 /// The expression that renders the key: `::std::format!("..", a, self.b.c)`.
 ///
-/// Placeholder expressions carry the key literal's span, so that a missing `Display` impl or
-/// field is reported on the key.
+/// Placeholder expressions are located at the key literal, so that a missing `Display` impl or
+/// field is reported on the key; the parameter keeps its own hygiene.
 pub(crate) fn key_expr(key: &LitStr, params: &Params) -> syn::Result<TokenStream> {
     let span = key.span();
     let segments = template::parse(&key.value()).map_err(|e| syn::Error::new(span, e.message()))?;
@@ -75,8 +75,10 @@ fn placeholder_expr(path: &[String], params: &Params, span: Span) -> syn::Result
         }
         quote_spanned!(span=> self)
     } else if let Some(param) = params.plain.iter().find(|param| *param == first) {
+        // The parameter's own hygiene, at the key literal: a template written inside a
+        // `macro_rules!` body still names the caller's parameter, and errors point at the key.
         let mut param = param.clone();
-        param.set_span(span);
+        param.set_span(param.span().located_at(span));
         quote!(#param)
     } else if params.destructured.iter().any(|name| name == first) {
         return Err(error(diagnostics::destructured_param(first)));

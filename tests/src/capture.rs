@@ -12,6 +12,8 @@
 #[derive(Debug, Clone)]
 pub struct CapturedEvents {
     events: std::sync::Arc<std::sync::Mutex<Vec<(tracing::Level, String)>>>,
+    /// Span names with their fields as created, and each later `record` of span fields.
+    spans: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// `false` for the global "always ask" subscriber, which records nothing.
     recording: bool,
 }
@@ -22,6 +24,7 @@ impl Default for CapturedEvents {
         GLOBAL.call_once(|| {
             let always_ask = CapturedEvents {
                 events: std::sync::Arc::default(),
+                spans: std::sync::Arc::default(),
                 recording: false,
             };
             // Fails only if a global subscriber is already set, which is just as good.
@@ -29,6 +32,7 @@ impl Default for CapturedEvents {
         });
         CapturedEvents {
             events: std::sync::Arc::default(),
+            spans: std::sync::Arc::default(),
             recording: true,
         }
     }
@@ -44,6 +48,24 @@ impl CapturedEvents {
             .filter(|(l, _)| *l == level)
             .map(|(_, text)| text.clone())
             .collect()
+    }
+
+    /// Every span created so far (`name: field=value ..`), and every later recording of span
+    /// fields (`record: field=value ..`), at any level.
+    pub fn spans(&self) -> Vec<String> {
+        self.spans
+            .lock()
+            .unwrap_or_else(|e| panic!("captured spans: {e}"))
+            .clone()
+    }
+
+    fn push_span(&self, text: String) {
+        if self.recording {
+            self.spans
+                .lock()
+                .unwrap_or_else(|e| panic!("captured spans: {e}"))
+                .push(text);
+        }
     }
 }
 
@@ -68,10 +90,17 @@ impl tracing::Subscriber for CapturedEvents {
     fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
         self.recording
     }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+    fn new_span(&self, attributes: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut text = Render(format!("{}: ", attributes.metadata().name()));
+        attributes.record(&mut text);
+        self.push_span(text.0);
         tracing::span::Id::from_u64(1)
     }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        let mut text = Render("record: ".to_owned());
+        values.record(&mut text);
+        self.push_span(text.0);
+    }
     fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
     fn event(&self, event: &tracing::Event<'_>) {
         if !self.recording {
@@ -86,4 +115,21 @@ impl tracing::Subscriber for CapturedEvents {
     }
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// How many panics this process has seen so far, on any thread (a task that tokio caught
+/// included). The first call installs a hook that counts them and then runs the previous
+/// hook (which prints the message as usual).
+pub fn panic_count() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, Ordering::SeqCst);
+            previous(info);
+        }));
+    });
+    PANICS.load(Ordering::SeqCst)
 }

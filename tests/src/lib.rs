@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `server` | [`RedisServer`]: a private `redis-server` per test, on a free port (never 6379) |
 //! | `proxy` | [`FaultProxy`]: a TCP proxy that delays, drops and blackholes traffic |
+//! | `fake_redis` | [`FakeRedis`]: a fake server that answers with whatever bytes a test chooses |
 //! | `managers` | managers, runtimes and option shorthands on a server |
 //! | `probes` | raw-connection reads, writes and bounded polls for assertions |
 //! | `queues` | the hand-off machinery's queues, channels and pub/sub clients |
@@ -30,12 +31,14 @@ mod cluster_view;
 mod flavour;
 mod poll;
 mod ports;
+pub use ports::free_port;
 mod process;
 mod sentinel;
 mod server;
 mod tls;
 mod tls_certs;
 mod url;
+pub use url::secret_url_forms;
 
 pub use cluster::{NODE_TIMEOUT, RedisCluster};
 pub use cluster_migration::SlotMigration;
@@ -51,6 +54,9 @@ pub use tls::TlsServer;
 mod proxy;
 pub use proxy::{Direction, FaultProxy};
 
+mod fake_redis;
+pub use fake_redis::{FakeCommand, FakeRedis, FakeReply, handshake, name_of};
+
 mod capture;
 pub mod commandstats;
 mod managers;
@@ -59,7 +65,7 @@ mod probes;
 pub mod queues;
 pub mod stats;
 
-pub use capture::CapturedEvents;
+pub use capture::{CapturedEvents, panic_count};
 pub use commandstats::*;
 pub use managers::*;
 pub use probes::*;

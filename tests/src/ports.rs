@@ -57,3 +57,9 @@ pub(crate) fn free_ports(n: usize, cluster_bus: bool) -> Vec<u16> {
     );
     ports
 }
+
+/// One free loopback port (never 6379) that nothing listens on once this returns: a
+/// connection to it is refused.
+pub fn free_port() -> u16 {
+    free_ports(1, false)[0]
+}

@@ -215,3 +215,25 @@ pub async fn assert_replica_online_within(con: &mut MultiplexedConnection, withi
     })
     .await;
 }
+
+/// Every key on the server that does not start with `prefix`, found with `SCAN` (bounded: at
+/// most 100 000 cursor steps), shown with `{:?}` escapes (`""` is the empty key).
+pub async fn keys_outside(con: &mut MultiplexedConnection, prefix: &str) -> Vec<String> {
+    let mut outside = Vec::new();
+    let mut cursor: u64 = 0;
+    for _ in 0..100_000 {
+        let (next, batch): (u64, Vec<Vec<u8>>) =
+            query(con, redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(1_000)).await;
+        outside.extend(
+            batch
+                .into_iter()
+                .filter(|key| !key.starts_with(prefix.as_bytes()))
+                .map(|key| format!("{:?}", String::from_utf8_lossy(&key))),
+        );
+        if next == 0 {
+            return outside;
+        }
+        cursor = next;
+    }
+    panic!("SCAN did not finish within 100 000 steps");
+}

@@ -1,7 +1,11 @@
 //! Probes of the hand-off machinery's server-side state: waiter queues (`__waitq__` lists and
 //! `__waiters__` entry hashes, see `lockcore::holder::waiter_queue_keys`), wake-up channels and
-//! pub/sub clients. Queue keys are found with `KEYS`. This module is the one place of the
-//! harness that knows the queue's layout.
+//! pub/sub clients. Queue keys are found with `KEYS`.
+//!
+//! The planting helpers ([`plant_waiter`], [`plant_queued`], [`plant_typed`],
+//! [`plant_dead_queue`], [`waiter_entry`]) write well-formed, malformed and wrong-typed queue
+//! state by hand, for fuzzing. Everything this harness knows about the queue layout (beyond the
+//! names `lockcore::holder` gives) is in this file.
 
 use std::time::Duration;
 
@@ -190,4 +194,101 @@ pub async fn manager_with_channel(
         "building a manager subscribes exactly one wake-up channel, got {new:?}"
     );
     (m, new[0].clone())
+}
+
+/// A deadline far in the future (ms since the Unix epoch, in the year 2286): an entry with it
+/// stays live.
+pub const FAR_FUTURE_MS: u64 = 9_999_999_999_999;
+
+/// A waiter entry in the format the acquire script writes,
+/// `deadline|ttl_ms|seq|claim_ms|counter length|` + fencing counter key + channel, live until
+/// [`FAR_FUTURE_MS`], with a 500 ms claim window.
+pub fn waiter_entry(ttl_ms: u64, seq: u64, channel: &str, counter_key: &str) -> String {
+    format!(
+        "{FAR_FUTURE_MS}|{ttl_ms}|{seq}|500|{}|{counter_key}{channel}",
+        counter_key.len()
+    )
+}
+
+/// The waiter queue list and the entries hash of `lock_key` (full key) under the default
+/// prefix.
+pub fn queue_of(lock_key: &str) -> (String, String) {
+    lockcore::holder::waiter_queue_keys(lockcore::DEFAULT_KEY_PREFIX, lock_key)
+}
+
+/// Queues `value` for `lock_key` (at the back), with `entry` (any text, well-formed or not)
+/// as its entry in the entries hash, which is kept `lease_ms` (at least 1 ms); no entry with
+/// `entry` `None` (a waiter that died). The queue list keeps no expiry.
+pub async fn plant_queued(
+    con: &mut MultiplexedConnection,
+    lock_key: &str,
+    value: &str,
+    entry: Option<&str>,
+    lease_ms: u64,
+) {
+    let (queue, entries) = queue_of(lock_key);
+    let _: i64 = query(con, &cmd(&["RPUSH", &queue, value])).await;
+    if let Some(entry) = entry {
+        let token = lockcore::holder::split_value(value).0;
+        let _: i64 = query(con, &cmd(&["HSET", &entries, token, entry])).await;
+        let keep = lease_ms.max(1).to_string();
+        let _: i64 = query(con, &cmd(&["PEXPIRE", &entries, &keep])).await;
+    }
+}
+
+/// `n` queued values for `lock_key` none of which has an entry (all dead), each `len` bytes
+/// long.
+pub async fn plant_dead_queue(
+    con: &mut MultiplexedConnection,
+    lock_key: &str,
+    n: usize,
+    len: usize,
+) {
+    let (queue, _) = queue_of(lock_key);
+    let mut left = n;
+    let mut i = 0usize;
+    while left > 0 {
+        let batch = left.min(1_000);
+        let mut rpush = redis::cmd("RPUSH");
+        rpush.arg(&queue);
+        for _ in 0..batch {
+            let mut value = format!("dead-{i} ");
+            value.extend(std::iter::repeat_n('x', len.saturating_sub(value.len())));
+            rpush.arg(value);
+            i += 1;
+        }
+        let _: i64 = query(con, &rpush).await;
+        left -= batch;
+    }
+}
+
+/// A Redis type to plant where lockcore expects another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedisType {
+    /// A plain string (not an integer).
+    String,
+    /// A string holding an integer.
+    Integer(i64),
+    /// A list of one element.
+    List,
+    /// A hash of one field.
+    Hash,
+    /// A set of one member.
+    Set,
+    /// A sorted set of one member.
+    ZSet,
+}
+
+/// Replaces `key` with a value of type `kind`, without expiry.
+pub async fn plant_typed(con: &mut MultiplexedConnection, key: &str, kind: RedisType) {
+    let _: i64 = query(con, &cmd(&["DEL", key])).await;
+    let planted = match kind {
+        RedisType::String => cmd(&["SET", key, "not a lockcore value"]),
+        RedisType::Integer(n) => cmd(&["SET", key, &n.to_string()]),
+        RedisType::List => cmd(&["RPUSH", key, "x"]),
+        RedisType::Hash => cmd(&["HSET", key, "f", "v"]),
+        RedisType::Set => cmd(&["SADD", key, "m"]),
+        RedisType::ZSet => cmd(&["ZADD", key, "1", "m"]),
+    };
+    let _: redis::Value = query(con, &planted).await;
 }

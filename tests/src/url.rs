@@ -22,6 +22,31 @@ fn percent_encode(s: &str) -> String {
     out
 }
 
+/// Redis URLs of every form, well-formed and malformed, that carry `secret` where a password
+/// goes, with `port` where a port goes: for sweeps that assert the secret is never printed.
+pub fn secret_url_forms(secret: &str, port: u16) -> Vec<String> {
+    let p = secret;
+    vec![
+        format!("redis://app:{p}@127.0.0.1:{port}/"),
+        format!("redis://:{p}@127.0.0.1:{port}/"),
+        format!("redis://{p}@127.0.0.1:{port}/"),
+        format!("rediss://app:{p}@127.0.0.1:{port}/"),
+        format!("rediss://app:{p}@127.0.0.1:{port}/#insecure"),
+        format!("redis:/app:{p}@127.0.0.1:P/"),
+        format!("redis:/app:{p}@127.0.0.1:{port}/"),
+        format!("redis:app:{p}@127.0.0.1:{port}/"),
+        format!("redis//app:{p}@127.0.0.1:{port}/"),
+        format!("app:{p}@127.0.0.1:{port}"),
+        format!("{p}@127.0.0.1:{port}"),
+        format!("redis://app:{p}@"),
+        "@".to_owned(),
+        format!("redis://app:{p}@127.0.0.1:notaport/"),
+        format!("redis://app:{p}127.0.0.1:{port}/"),
+        format!("redis://app:{p}@127.0.0.1:{port}/x"),
+        format!("redis+unix:///nonexistent/redis.sock?pass={p}"),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,13 @@
 //! never a panic, never a guard on a key that somebody else's value holds, and never a lock
 //! left behind by a failed acquire. And the retry schedule seen from outside: an acquire never
 //! waits past its wait budget, and never sleeps past the holder's remaining TTL.
+//!
+//! The library's own keys too (planted with the helpers of `lockcore_tests::queues`): a waiter
+//! queue of the wrong type or of thousands of dead waiters, waiter entries that are malformed,
+//! huge, of the wrong type or name keys elsewhere, fencing counters of the wrong type. Under
+//! any sequence of acquire, try_acquire, release, extend and watchdog renewals nothing panics,
+//! no key outside the prefix is written (checked with `SCAN` after every call), and no call
+//! reports a lock that the key does not hold. Malformed protocol replies: `fuzz_protocol.rs`.
 
 use std::time::Duration;
 
@@ -192,5 +199,266 @@ fn retries_stop_at_the_wait_budget_and_wake_at_the_holders_expiry() {
                 Err(other) => panic!("acquire: {other:?}"),
             }
         });
+    });
+}
+
+/// The lock value a planted waiter queued (a token, a space, metadata).
+const QUEUED: &str = "00000000-0000-4000-8000-00000000f00d {\"pid\":1}";
+
+/// Waiter entries that cannot be granted by this release: malformed ones (an old layout, a
+/// counter length past the entry's end), and well-formed ones naming a counter outside the
+/// prefix, another lock's key, the empty key, or a TTL of 0. A release never writes a key
+/// outside the prefix nor one its script was not given, never grants the lock to such a
+/// waiter, and releases.
+#[test]
+fn a_malformed_waiter_entry_never_makes_a_release_write_outside_the_prefix() {
+    let server = RedisServer::start();
+    runtime().block_on(async {
+        let (m, mut raw, o) = fresh(&server, true).await;
+        for entry in [
+            "100|1|999|ch".to_owned(),
+            format!("{FAR_FUTURE_MS}|100|1|500|999|ch"),
+            waiter_entry(100, 1, "lock:__wake__:x", "other:__fencing_counter__"),
+            waiter_entry(100, 1, "lock:__wake__:x", "lock:order:2"),
+            waiter_entry(100, 1, "lock:__wake__:x", ""),
+            waiter_entry(0, 1, "lock:__wake__:x", &fencing_counter_key()),
+        ] {
+            let guard = m
+                .acquire("we", &o)
+                .await
+                .unwrap_or_else(|e| panic!("acquire: {e}"));
+            let key = guard.key().to_owned();
+            plant_queued(&mut raw, &key, QUEUED, Some(&entry), 5_000).await;
+            let released = guard.release().await;
+            let outside = keys_outside(&mut raw, "lock:").await;
+            assert!(
+                outside.is_empty(),
+                "entry {entry:?}: the release wrote {outside:?}"
+            );
+            assert_ne!(
+                holder_token(&mut raw, &key).await.as_deref(),
+                Some(token_of(QUEUED)),
+                "entry {entry:?}: the lock was granted to a malformed waiter"
+            );
+            assert!(
+                !exists(&mut raw, "lock:order:2").await,
+                "entry {entry:?}: another lock's key was written"
+            );
+            assert!(released.is_ok(), "entry {entry:?}: {released:?}");
+        }
+    });
+}
+
+/// What sits under one queued value of the planted queue.
+#[derive(Debug, Clone)]
+enum Waiter {
+    /// No entry: a waiter that died.
+    Dead,
+    /// An entry holding this text, well-formed or not.
+    Entry(String),
+}
+
+/// The hand-off queue of the lock key, as planted.
+#[derive(Debug, Clone)]
+enum Queue {
+    Empty,
+    /// A key of another type where the queue list goes.
+    WrongType(RedisType),
+    /// A key of another type where the entries hash goes, and one queued value.
+    EntriesWrongType(RedisType),
+    /// Many queued values without entries, each `len` bytes.
+    Dead {
+        n: usize,
+        len: usize,
+    },
+    Waiters(Vec<Waiter>),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    TryAcquire,
+    Acquire,
+    AcquireWatched,
+    Release,
+    Extend,
+}
+
+fn redis_type() -> impl Strategy<Value = RedisType> {
+    prop_oneof![
+        Just(RedisType::String),
+        prop_oneof![Just(i64::MAX), Just(-1i64), Just(7i64)].prop_map(RedisType::Integer),
+        Just(RedisType::List),
+        Just(RedisType::Hash),
+        Just(RedisType::Set),
+        Just(RedisType::ZSet),
+    ]
+}
+
+/// Waiter entries: free text, the entry's shape with any fields, and well-formed ones naming
+/// a counter under the prefix, the lock key, or keys elsewhere.
+fn entry() -> impl Strategy<Value = String> {
+    let counter = prop_oneof![
+        Just(fencing_counter_key()),
+        Just(full("fz:q")),
+        Just(String::new()),
+        Just("other:__fencing_counter__".to_owned()),
+        Just(full("fz:other")),
+        "[a-z:_{}]{0,24}",
+    ];
+    let channel = prop_oneof![Just("lock:__wake__:x".to_owned()), "[a-z:_]{0,12}"];
+    prop_oneof![
+        1 => "\\PC{0,40}",
+        2 => "[0-9]{1,14}\\|[0-9]{1,20}\\|[0-9]{1,4}\\|[0-9]{1,6}\\|[0-9]{1,3}\\|[a-z:_{}|]{0,40}",
+        4 => (0..3_000u64, channel, counter).prop_map(|(ttl, channel, counter)| {
+            waiter_entry(ttl, 1, &channel, &counter)
+        }),
+        1 => (1..4usize).prop_map(|mib| "9".repeat(mib << 20)),
+    ]
+}
+
+fn queue() -> impl Strategy<Value = Queue> {
+    let waiter = prop_oneof![
+        1 => Just(Waiter::Dead),
+        4 => entry().prop_map(Waiter::Entry),
+    ];
+    prop_oneof![
+        1 => Just(Queue::Empty),
+        2 => redis_type()
+            .prop_filter("a list is the right type", |t| *t != RedisType::List)
+            .prop_map(Queue::WrongType),
+        1 => redis_type()
+            .prop_filter("a hash is the right type", |t| *t != RedisType::Hash)
+            .prop_map(Queue::EntriesWrongType),
+        1 => (1..3_000usize, 40..600usize).prop_map(|(n, len)| Queue::Dead { n, len }),
+        6 => proptest::collection::vec(waiter, 1..5).prop_map(Queue::Waiters),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        Just(Op::TryAcquire),
+        Just(Op::Acquire),
+        Just(Op::AcquireWatched),
+        Just(Op::Release),
+        Just(Op::Extend),
+    ]
+}
+
+async fn plant_queue(raw: &mut MultiplexedConnection, key: &str, queue: &Queue) {
+    match queue {
+        Queue::Empty => {}
+        Queue::WrongType(kind) => plant_typed(raw, &queue_of(key).0, *kind).await,
+        Queue::EntriesWrongType(kind) => {
+            plant_queued(raw, key, QUEUED, None, 0).await;
+            plant_typed(raw, &queue_of(key).1, *kind).await;
+        }
+        Queue::Dead { n, len } => plant_dead_queue(raw, key, *n, *len).await,
+        Queue::Waiters(waiters) => {
+            for (i, waiter) in waiters.iter().enumerate() {
+                let value = format!("00000000-0000-4000-8000-{i:012} {{\"pid\":{i}}}");
+                match waiter {
+                    Waiter::Dead => plant_queued(raw, key, &value, None, 0).await,
+                    Waiter::Entry(entry) => {
+                        plant_queued(raw, key, &value, Some(entry), 5_000).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A guard this call says it holds: the lock key holds exactly its value.
+async fn holds(raw: &mut MultiplexedConnection, guard: &lockcore::LockGuard, what: &str) {
+    let value = get(raw, guard.key()).await;
+    assert_eq!(
+        value.as_deref(),
+        Some(guard.stored_value()),
+        "{what} reported a lock the key does not hold"
+    );
+}
+
+/// Malformed state of the library's own keys (a wrong-typed or huge waiter queue, malformed or
+/// wrong-typed waiter entries, a wrong-typed fencing counter) under any sequence of calls:
+/// nothing panics, no key outside the prefix is written, and every guard, extend and release
+/// that reports success is true of the lock key.
+#[test]
+fn malformed_queues_and_counters_never_escape_the_prefix_or_fake_a_lock() {
+    let server = RedisServer::start();
+    let config = config(64);
+    proptest!(config, |(
+        queue in queue(),
+        counter in proptest::option::of(redis_type()),
+        ops in proptest::collection::vec(op(), 1..6),
+        handoff in any::<bool>(),
+    )| {
+        let panics = panic_count();
+        runtime().block_on(async {
+            let (m, mut raw, o) = fresh(&server, handoff).await;
+            let key = full("fz:q");
+            plant_queue(&mut raw, &key, &queue).await;
+            if let Some(kind) = counter {
+                plant_typed(&mut raw, &fencing_counter_key(), kind).await;
+            }
+            let watched = LockOptions::new(Duration::from_millis(300))
+                .wait(Duration::from_millis(30))
+                .handoff(handoff)
+                .watchdog(true);
+            let mut held: Vec<lockcore::LockGuard> = Vec::new();
+            for op in &ops {
+                let what = format!("{op:?} over {queue:?}, counter {counter:?}");
+                match op {
+                    Op::TryAcquire => {
+                        if let Ok(Some(guard)) = m.try_acquire("fz:q", &o).await {
+                            holds(&mut raw, &guard, &what).await;
+                            held.push(guard);
+                        }
+                    }
+                    Op::Acquire => {
+                        if let Ok(guard) = m.acquire("fz:q", &o).await {
+                            holds(&mut raw, &guard, &what).await;
+                            held.push(guard);
+                        }
+                    }
+                    Op::AcquireWatched => {
+                        if let Ok(guard) = m.acquire("fz:q", &watched).await {
+                            holds(&mut raw, &guard, &what).await;
+                            // Past two renewals: a lease the watchdog still calls held is held.
+                            let lost = tokio::time::timeout(Duration::from_millis(500), guard.lost());
+                            if lost.await.is_err() {
+                                holds(&mut raw, &guard, &format!("{what} (watchdog)")).await;
+                            }
+                            held.push(guard);
+                        }
+                    }
+                    Op::Release => {
+                        if let Some(guard) = held.pop() {
+                            let value = guard.stored_value().to_owned();
+                            if guard.release().await.is_ok() {
+                                assert_ne!(
+                                    get(&mut raw, &key).await.as_deref(),
+                                    Some(value.as_str()),
+                                    "{what}: released, yet the key holds the value"
+                                );
+                            }
+                        }
+                    }
+                    Op::Extend => {
+                        if let Some(guard) = held.last_mut()
+                            && guard.extend(Duration::from_millis(2_000)).await.is_ok()
+                        {
+                            holds(&mut raw, guard, &what).await;
+                        }
+                    }
+                }
+                let outside = keys_outside(&mut raw, "lock:").await;
+                assert!(outside.is_empty(), "{what} wrote {outside:?}");
+            }
+            for guard in held {
+                let _ = guard.release().await;
+            }
+            let outside = keys_outside(&mut raw, "lock:").await;
+            assert!(outside.is_empty(), "{queue:?}: {outside:?} written");
+        });
+        prop_assert_eq!(panic_count(), panics, "something panicked");
     });
 }

@@ -3,6 +3,7 @@
 use std::future::{Future, Ready, ready};
 
 use crate::LockError;
+use crate::escape::Escaped;
 
 use super::LockResult;
 
@@ -35,7 +36,7 @@ pub fn skip<R: LockResult + Skipped>(error: LockError, key_template: &'static st
     match error {
         LockError::Contended { key, waited } => {
             tracing::debug!(
-                key,
+                key = %Escaped(&key),
                 key_template,
                 ?waited,
                 "`#[distributed_lock]` skipped the body: the lock is contended"
@@ -54,7 +55,7 @@ pub fn fallback(error: &LockError, key_template: &'static str) -> bool {
         return false;
     };
     tracing::debug!(
-        key,
+        key = %Escaped(key),
         key_template,
         ?waited,
         "`#[distributed_lock]` called the fallback: the lock is contended"
