@@ -328,6 +328,14 @@ impl Backend {
         crate::spawn::background(&self.runtime, task);
     }
 
+    /// Stops the background work that outlives the guards (the manager is closed): the
+    /// hand-off listener, and the Sentinel fail-over subscription.
+    pub(crate) fn close(&self) {
+        if let Kind::Single(single) = &self.kind {
+            single.close();
+        }
+    }
+
     /// Spawns a bounded background compare-and-delete of `token` on `key`. If no runtime runs
     /// it, the key is left to its TTL, and that is logged.
     pub(crate) fn spawn_release(&self, key: String, token: String, ttl: Duration) {

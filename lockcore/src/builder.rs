@@ -77,6 +77,8 @@ enum Topology {
     Unset,
     /// One node, or Redlock over several.
     Nodes(Vec<String>),
+    /// One node, through the application's own client.
+    Client(redis::Client),
     Cluster(Vec<String>),
     Sentinel {
         sentinels: Vec<String>,
@@ -90,6 +92,8 @@ impl std::fmt::Debug for LockManagerBuilder {
         let topology = match &self.topology {
             Topology::Unset => "unset".to_owned(),
             Topology::Nodes(nodes) => format!("nodes {:?}", urls(nodes)),
+            // The address only: never the client's credentials.
+            Topology::Client(client) => format!("client {}", client.get_connection_info().addr()),
             Topology::Cluster(seeds) => format!("cluster {:?}", urls(seeds)),
             Topology::Sentinel {
                 sentinels,
@@ -141,6 +145,25 @@ impl LockManagerBuilder {
     /// One Redis node, as a `redis://` or `rediss://` URL.
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.topology = Topology::Nodes(vec![url.into()]);
+        self
+    }
+
+    /// One Redis node, through a `redis::Client` the application already has (built from its
+    /// configuration, with its own TLS settings and credentials), instead of a URL. The
+    /// client's connection settings are used as they are; the builder's timeouts, prefix and
+    /// options apply as for [`url`](Self::url), and [`tls_root_ca_pem`](Self::tls_root_ca_pem)
+    /// does not (configure TLS on the client). [`build`](Self::build) refuses a client whose
+    /// address turns certificate checks off (`rediss://..#insecure`) with
+    /// [`LockError::InvalidOptions`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = redis::Client::open("redis://127.0.0.1:6380/")?;
+    /// let locks = lockcore::LockManager::builder().client(client.clone()).build().await?;
+    /// # let _ = locks; Ok(()) }
+    /// ```
+    pub fn client(mut self, client: redis::Client) -> Self {
+        self.topology = Topology::Client(client);
         self
     }
 
@@ -324,16 +347,30 @@ impl LockManagerBuilder {
             tls: self.tls.clone(),
         };
         let runtime = Handle::current();
+        // Everything a first acquire would otherwise build: the auxiliary keys' slot tags.
+        crate::slot::prepare();
         let channel = Handoff::channel_for(&self.key_prefix);
         let rt = self.response_timeout;
         let no_url = || {
             LockError::InvalidOptions {
-            reason: "no Redis URL given; call `.url(\"redis://host:port/\")`, `.nodes([..])`, `.cluster([..])` or `.sentinel([..], name)` on the builder".to_owned(),
+            reason: "no Redis URL given; call `.url(\"redis://host:port/\")`, `.client(..)`, `.nodes([..])`, `.cluster([..])` or `.sentinel([..], name)` on the builder".to_owned(),
         }
         };
         let (backend, fencing_counter) = match &self.topology {
             Topology::Unset => return Err(no_url()),
             Topology::Nodes(urls) if urls.is_empty() => return Err(no_url()),
+            Topology::Client(client) => {
+                Node::check_client(client)?;
+                let node = Node::connect(client.clone(), &options).await?;
+                let handoff = Handoff::new(
+                    PubSubSource::Fixed(vec![client.clone()]),
+                    channel,
+                    runtime.clone(),
+                    rt,
+                );
+                let counter = self.counter(false)?;
+                (self.single(node, handoff, runtime, counter).await, counter)
+            }
             Topology::Nodes(urls) if urls.len() == 1 => {
                 let client = Node::client(&urls[0], &options)?;
                 let node = Node::connect(client.clone(), &options).await?;
@@ -387,7 +424,7 @@ impl LockManagerBuilder {
                     rt,
                 );
                 let counter = self.counter(false)?;
-                let node = Node::Sentinel(primary);
+                let node = Node::sentinel(primary, master_name);
                 (self.single(node, handoff, runtime, counter).await, counter)
             }
         };
@@ -398,6 +435,7 @@ impl LockManagerBuilder {
             fencing_counter,
             watchdog: Arc::default(),
             holder: HolderStamp::new(self.process_label.as_deref()),
+            live: Arc::default(),
         }))
     }
 

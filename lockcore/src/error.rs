@@ -147,6 +147,12 @@ pub enum LockError {
         /// What is wrong, and what was expected.
         reason: String,
     },
+    /// The manager was closed ([`LockManager::close`](crate::LockManager::close)): it takes no
+    /// new locks, and the guards it had handed out were released (an
+    /// [`extend`](crate::LockGuard::extend) of one returns this too). Returned at once, before
+    /// any network call. Build a new manager to lock again.
+    #[error("the lock manager was closed; build a new one to acquire locks")]
+    Closed,
     /// [`set_default_manager`](crate::set_default_manager) was called a second time.
     #[error("the default lock manager is already set; it can be set only once per process")]
     DefaultManagerAlreadySet,

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::lease::{Lease, LeaseStatus, WriteLock};
+use crate::live::LiveEntry;
 use crate::promotion::Promotion;
 use crate::shared::Shared;
 use crate::telemetry;
@@ -32,8 +33,11 @@ pub struct LockGuard {
     /// The first renewal of a handed-over lease without the watchdog; dropped (cancelled) on
     /// release or drop.
     promotion: Option<Promotion>,
-    /// Redis answered a release; `Drop` has nothing left to do.
+    /// Redis answered a release (or the manager's close released the key); `Drop` has nothing
+    /// left to do.
     released: bool,
+    /// This lease's place among the manager's live leases, for its close; removed on drop.
+    _live: LiveEntry,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -59,12 +63,22 @@ impl LockGuard {
         });
         let promotion = (renewal.is_none() && lease.is_provisional())
             .then(|| crate::promotion::spawn(&shared.backend, Arc::clone(&lease)));
+        if renewal.is_none() {
+            tracing::debug!(
+                target: "lockcore",
+                key = %crate::escape::Escaped(&lease.key),
+                ttl_ms = crate::options::duration_ms(lease.ttl()),
+                "lock acquired without the watchdog: the lease ends with its ttl unless extended (the explicit API's default; `#[distributed_lock]` turns the watchdog on)"
+            );
+        }
+        let live = shared.live.register(&lease);
         LockGuard {
             shared,
             lease,
             renewal,
             promotion,
             released: false,
+            _live: live,
         }
     }
 
@@ -102,16 +116,23 @@ impl LockGuard {
     /// attempt (or of the latest extend or watchdog renewal) + ttl − drift allowance
     /// (ttl·1 % + 2 ms, as in the Redlock spec).
     ///
-    /// A lock handed over by a release (single node, [`LockOptions::handoff`]) starts with the
-    /// 500 ms claim window instead of the ttl (when the ttl is longer), counted from the waiter's
-    /// latest queued attempt; its first renewal, due a third of the way in (by the watchdog, or
-    /// by a one-off background extend), moves the deadline to the full ttl.
+    /// A lock handed over by a release (single node, [`LockOptions::handoff`]) starts with its
+    /// claim window instead of the ttl (when the ttl is longer): 500 ms plus twice the waiter's
+    /// round trip to Redis, counted from the waiter's latest queued attempt, because that is
+    /// the TTL the release set in Redis. Its first renewal, due a third of the way in (by the
+    /// watchdog, or by a one-off background extend), sets the full ttl in Redis and moves the
+    /// deadline with it.
     pub fn deadline(&self) -> Instant {
         self.lease.deadline()
     }
 
     /// Time left until [`deadline`](Self::deadline); zero once it has passed or the lease is
-    /// known lost.
+    /// known lost. It always tells what Redis guarantees now: right after a hand-over that is
+    /// the claim window (a 10 s lock reads about 330 ms), and the full ttl once the first
+    /// renewal, a third of the way in, has set it. A body that needs more time than the claim
+    /// window does not have to do anything: the renewal is on its way. A body that ends sooner
+    /// never sends it, which is why the renewal waits (promoting at once would cost one more
+    /// round trip on every hand-over).
     pub fn remaining(&self) -> Duration {
         self.lease.remaining()
     }
@@ -125,7 +146,8 @@ impl LockGuard {
     /// Completes when the lock is lost: when the watchdog finds the key expired, deleted or
     /// holding another token, when it cannot renew before the deadline (Redis unreachable, or
     /// its runtime blocked), when `max_hold` runs out, when an [`extend`](Self::extend) reports
-    /// [`LockError::Lost`], or, without renewal, when the deadline passes. Cancel-safe.
+    /// [`LockError::Lost`], when the manager's [`close`](crate::LockManager::close) released
+    /// the key, or, without renewal, when the deadline passes. Cancel-safe.
     ///
     /// ```no_run
     /// # async fn demo(locks: lockcore::LockManager) -> Result<(), lockcore::LockError> {
@@ -148,7 +170,9 @@ impl LockGuard {
         self.renewal.is_some()
     }
 
-    /// Releases the lock with an atomic compare-and-delete, and stops its renewal.
+    /// Releases the lock with an atomic compare-and-delete, and stops its renewal. After the
+    /// manager's [`close`](crate::LockManager::close) (which released the key already) it
+    /// returns `Ok(())` with no network call.
     ///
     /// # Errors
     /// - [`LockError::Lost`] when the lease was already known lost, or the key had expired, was
@@ -163,6 +187,11 @@ impl LockGuard {
     pub async fn release(mut self) -> Result<(), LockError> {
         self.renewal = None;
         self.promotion = None;
+        if self.lease.status() == LeaseStatus::Closed {
+            // The manager's close released the key on this guard's behalf.
+            self.released = true;
+            return Ok(());
+        }
         let released = self
             .shared
             .backend
@@ -215,6 +244,7 @@ impl LockGuard {
     /// - [`LockError::InvalidOptions`] when `ttl` is out of range (1 ms ..= 7 days).
     /// - [`LockError::Lost`] when the lease was already known lost, or the key had expired, was
     ///   deleted, or holds another holder's token; the guard is then lost.
+    /// - [`LockError::Closed`] when the manager was closed (it released the key).
     /// - [`LockError::Redis`] when Redis could not be reached; the guard's state is unchanged.
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), LockError> {
         LockOptions::new(ttl).validate()?;
@@ -275,7 +305,12 @@ impl LockGuard {
         self.lease.key_template.unwrap_or(telemetry::NO_TEMPLATE)
     }
 
+    /// The error of a call on a lease that is not held: [`LockError::Closed`] after the
+    /// manager's close, [`LockError::Lost`] otherwise.
     fn lost_error(&self) -> LockError {
+        if self.lease.status() == LeaseStatus::Closed {
+            return LockError::Closed;
+        }
         LockError::Lost {
             key: self.lease.key.clone(),
         }
@@ -288,7 +323,7 @@ impl Drop for LockGuard {
         self.promotion = None;
         // Also for a lease known lost: a refused extend or a starved watchdog may leave this
         // token on (some) nodes, and a compare-and-delete never touches another holder's key.
-        if !self.released {
+        if !self.released && self.lease.status() != LeaseStatus::Closed {
             telemetry::released(&self.lease, "dropped");
             self.lease.settle(LeaseStatus::Released);
             self.shared.backend.spawn_release(

@@ -176,6 +176,8 @@ pub(crate) struct Handoff {
     opening: AtomicBool,
     starting: tokio::sync::Mutex<()>,
     shutdown: Arc<Notify>,
+    /// Closed by the manager: no listener is started again.
+    closed: AtomicBool,
     /// Where the listener runs when the caller has no runtime (see `spawn`).
     runtime: Handle,
     /// The round trip of this manager's calls, which sizes its waiters' windows.
@@ -205,8 +207,20 @@ impl Handoff {
             opening: AtomicBool::new(false),
             starting: tokio::sync::Mutex::new(()),
             shutdown: Arc::new(Notify::new()),
+            closed: AtomicBool::new(false),
             runtime,
             round_trip: RoundTrip::new(response_timeout),
+        }
+    }
+
+    /// Stops the listener for good (the manager is closed): waiters re-check at once and find
+    /// the manager closed.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.shutdown.notify_waiters();
+        self.shutdown.notify_one();
+        for slot in self.waiters().values() {
+            slot.wake.notify_one();
         }
     }
 
@@ -254,7 +268,10 @@ impl Handoff {
 
     /// Re-opens the subscription in the background unless it is up or being opened.
     pub(crate) fn ensure_listener(self: &Arc<Self>) {
-        if self.listening.load(Ordering::Acquire) || self.opening.swap(true, Ordering::AcqRel) {
+        if self.closed.load(Ordering::Acquire)
+            || self.listening.load(Ordering::Acquire)
+            || self.opening.swap(true, Ordering::AcqRel)
+        {
             return;
         }
         let handoff = Arc::clone(self);

@@ -15,6 +15,8 @@ pub(crate) enum LeaseStatus {
     Lost,
     /// Released (or handed to a background release) by its guard.
     Released,
+    /// Released by [`LockManager::close`](crate::LockManager::close) on its guard's behalf.
+    Closed,
 }
 
 /// Validity as in the Redlock spec: `ttl - (ttl * 0.01 + 2 ms)` for clock drift, saturating
@@ -202,7 +204,8 @@ impl Lease {
             // Copy the status out: the `watch::Ref` must not live across an `.await`.
             let current = *status.borrow_and_update();
             match current {
-                LeaseStatus::Lost => return,
+                // Closed: the manager released the key; another holder may take it.
+                LeaseStatus::Lost | LeaseStatus::Closed => return,
                 // Released through a consumed guard; `lost` can no longer be polled then, but
                 // a background release ends the lease as well.
                 LeaseStatus::Released => return std::future::pending().await,

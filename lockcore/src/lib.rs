@@ -16,6 +16,7 @@ pub mod holder;
 mod idempotency;
 mod key;
 mod lease;
+mod live;
 mod manager;
 mod multi;
 mod node;

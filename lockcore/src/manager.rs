@@ -13,10 +13,10 @@ use crate::fencing;
 use crate::guard::LockGuard;
 use crate::handoff::{self, Grant, Handoff};
 use crate::key::full_key;
-use crate::lease::Lease;
+use crate::lease::{Lease, LeaseStatus};
 use crate::shared::Shared;
 use crate::single::QueueTicket;
-use crate::telemetry::AcquireProbe;
+use crate::telemetry::{self, AcquireProbe};
 use crate::vote::Vote;
 use crate::{LockError, LockOptions};
 
@@ -361,7 +361,62 @@ impl LockManager {
         }
     }
 
+    /// [`LockError::Closed`] once [`close`](Self::close) was called.
+    pub(crate) fn ensure_open(&self) -> Result<(), LockError> {
+        if self.shared.live.is_closed() {
+            return Err(LockError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Releases every live guard of this manager (a compare-and-delete of each, as its release
+    /// does, sent concurrently), stops its background work (the watchdog, whose leases are now
+    /// released; the hand-off listener; the Sentinel fail-over subscription), and makes every
+    /// later acquire on it, and on its clones, fail at once with [`LockError::Closed`]. A call
+    /// waiting in `acquire` ends with that error at its next re-check, and withdraws from the
+    /// queue. Idempotent: a second call releases nothing more.
+    ///
+    /// The guards stay valid values: their [`release`](LockGuard::release) then returns
+    /// `Ok(())` with no network call, [`is_held`](LockGuard::is_held) is `false`, and
+    /// [`lost`](LockGuard::lost) completes, so a body still running under one learns that it
+    /// no longer holds the lock. Call it once the work is done, for example after a web
+    /// server's graceful shutdown has drained the requests in flight:
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lockcore::LockManager) -> Result<(), lockcore::LockError> {
+    /// tokio::signal::ctrl_c().await.ok();
+    /// // ... stop accepting work, wait for the requests in flight ...
+    /// locks.close().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Without it, a guard dropped while the runtime shuts down (as `main` returns) may leave
+    /// its key to expire with its TTL: no runtime is left to run the release.
+    ///
+    /// # Errors
+    /// [`LockError::Redis`] (or, under Redlock, [`LockError::QuorumUnreachable`]) for the first
+    /// release that could not be sent; every other guard is released anyway, and a key that
+    /// could not be released expires with its TTL.
+    pub async fn close(&self) -> Result<(), LockError> {
+        let leases = self.shared.live.close();
+        let releases = leases.into_iter().map(|lease| async move {
+            if !lease.settle(LeaseStatus::Closed) {
+                return Ok(());
+            }
+            telemetry::released(&lease, "closed");
+            self.shared
+                .backend
+                .release(&lease.key, &lease.token, lease.ttl())
+                .await
+                .map(|_| ())
+        });
+        let released: Vec<Result<(), LockError>> = futures_util::future::join_all(releases).await;
+        self.shared.backend.close();
+        released.into_iter().collect()
+    }
+
     pub(crate) fn checked_key(&self, key: &str, opts: &LockOptions) -> Result<String, LockError> {
+        self.ensure_open()?;
         let key = full_key(&self.shared.key_prefix, key)?;
         opts.validate()?;
         self.shared.backend.check_ttl(opts.ttl())?;
@@ -369,6 +424,9 @@ impl LockManager {
     }
 
     /// One acquire round. Cancel-safe: see [`Backend::attempt`](crate::backend::Backend).
+    ///
+    /// # Errors
+    /// [`LockError::Closed`] first, once the manager is closed.
     async fn attempt(
         &self,
         key: &str,
@@ -378,6 +436,7 @@ impl LockManager {
         give_up_at: Option<Instant>,
         attempt_start: Instant,
     ) -> Result<Attempt, LockError> {
+        self.ensure_open()?;
         let ttl = opts.ttl();
         let counter_key =
             fencing::counter_key(&self.shared.key_prefix, key, self.shared.fencing_counter);

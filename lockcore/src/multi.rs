@@ -220,6 +220,7 @@ impl LockManager {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
+        self.ensure_open()?;
         let keys = canonical(keys);
         if keys.is_empty() {
             return Err(LockError::InvalidKey {

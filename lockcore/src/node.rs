@@ -5,6 +5,7 @@
 //! a script call (EVALSHA with the NOSCRIPT fallback, see `scripts::Call`) works the same on
 //! every kind.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -51,9 +52,17 @@ fn uses_tls(url: &str) -> bool {
 /// seconds.
 const CLUSTER_RETRIES: u32 = 3;
 
-/// One Redis endpoint.
+/// One Redis endpoint, and the name its errors carry.
 #[derive(Clone)]
-pub(crate) enum Node {
+pub(crate) struct Node {
+    conn: Conn,
+    /// Where the node is, for error messages: an address, never a password.
+    name: Arc<str>,
+}
+
+/// The connection of a [`Node`].
+#[derive(Clone)]
+enum Conn {
     /// One server over a redis-rs `ConnectionManager`: one multiplexed connection, re-made in
     /// the background after a failure.
     Plain(ConnectionManager),
@@ -63,6 +72,21 @@ pub(crate) enum Node {
     Cluster(ClusterConnection),
     /// The primary Sentinel names, re-resolved after a fail-over.
     Sentinel(SentinelPrimary),
+}
+
+/// `error` with the node it came from named in its message, its kind (and, for an I/O error,
+/// its `std::io::ErrorKind`) kept, so that its predicates (`kind`, `code`, `is_timeout`,
+/// `is_connection_dropped`, ...) still hold.
+fn from_node(error: redis::RedisError, node: &str) -> redis::RedisError {
+    let io = std::error::Error::source(&error).and_then(|s| s.downcast_ref::<std::io::Error>());
+    if let Some(io) = io {
+        return std::io::Error::new(io.kind(), format!("{io} (node {node})")).into();
+    }
+    redis::RedisError::from((
+        error.kind(),
+        "error from a lock node",
+        format!("{error} (node {node})"),
+    ))
 }
 
 impl Node {
@@ -104,6 +128,27 @@ impl Node {
         Ok(info)
     }
 
+    /// Accepts an application's own client: certificates must be checked (no `#insecure`),
+    /// and a TLS address needs the `tls` feature (which also installs the crypto provider).
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOptions`], naming the address (never a password).
+    pub(crate) fn check_client(client: &Client) -> Result<(), LockError> {
+        if let redis::ConnectionAddr::TcpTls { insecure, .. } = client.get_connection_info().addr()
+        {
+            let addr = client.get_connection_info().addr().to_string();
+            if *insecure {
+                return Err(LockError::InvalidOptions {
+                    reason: format!(
+                        "the client for `{addr}` turns the server's certificate check off (`#insecure`); lockcore always verifies it: build the client without it, and trust a private CA in its TLS settings"
+                    ),
+                });
+            }
+            crate::tls::ensure_supported(&format!("rediss://{addr}"))?;
+        }
+        Ok(())
+    }
+
     /// [`connection_info`](Self::connection_info) of every URL.
     pub(crate) fn connection_infos(
         urls: &[String],
@@ -128,6 +173,15 @@ impl Node {
         options: &ConnectOptions,
     ) -> Result<Node, LockError> {
         let infos = Self::connection_infos(seeds, options)?;
+        let name: Arc<str> = format!(
+            "Redis Cluster, seeds {}",
+            infos
+                .iter()
+                .map(|info| info.addr().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+        .into();
         let builder = redis::cluster::ClusterClientBuilder::new(infos)
             .tcp_settings(options.tcp_settings())
             .connection_timeout(options.connection_timeout)
@@ -137,8 +191,54 @@ impl Node {
             .min_retry_wait(10)
             .max_retry_wait(100);
         let client = options.tls.cluster(builder).build()?;
-        let conn = client.get_async_connection().await?;
-        Ok(Node::Cluster(conn))
+        let conn = client
+            .get_async_connection()
+            .await
+            .map_err(|e| from_node(e, &name))?;
+        Ok(Node {
+            conn: Conn::Cluster(conn),
+            name,
+        })
+    }
+
+    /// The primary Sentinel resolves, as a node.
+    pub(crate) fn sentinel(primary: SentinelPrimary, master_name: &str) -> Node {
+        Node {
+            conn: Conn::Sentinel(primary),
+            name: format!("primary `{master_name}` through Sentinel").into(),
+        }
+    }
+
+    /// The address of `client`, as its errors name it.
+    fn name_of(client: &Client) -> Arc<str> {
+        client.get_connection_info().addr().to_string().into()
+    }
+
+    /// Whether this is a Redis Cluster (a script's keys must share a slot; a command may be
+    /// sent twice).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
+    }
+
+    /// The cluster connection, on a Redis Cluster.
+    pub(crate) fn as_cluster(&self) -> Option<&ClusterConnection> {
+        match &self.conn {
+            Conn::Cluster(conn) => Some(conn),
+            _ => None,
+        }
+    }
+
+    /// The Sentinel-resolved primary, under Sentinel.
+    pub(crate) fn as_sentinel(&self) -> Option<&SentinelPrimary> {
+        match &self.conn {
+            Conn::Sentinel(primary) => Some(primary),
+            _ => None,
+        }
+    }
+
+    /// `error` (from a call on this node) with this node named in its message.
+    pub(crate) fn name_error(&self, error: redis::RedisError) -> redis::RedisError {
+        from_node(error, &self.name)
     }
 
     /// Connects to one server now: an unreachable server fails here. The scripts are loaded
@@ -147,16 +247,32 @@ impl Node {
         client: Client,
         options: &ConnectOptions,
     ) -> redis::RedisResult<Node> {
-        let mut conn = ConnectionManager::new_with_config(client, manager_config(options)).await?;
-        crate::scripts::preload_on(&mut conn).await?;
-        warn_if_counter_can_be_evicted(&mut conn).await;
-        Ok(Node::Plain(conn))
+        let name = Self::name_of(&client);
+        let connected = async {
+            let mut conn =
+                ConnectionManager::new_with_config(client, manager_config(options)).await?;
+            crate::scripts::preload_on(&mut conn).await?;
+            warn_if_counter_can_be_evicted(&mut conn).await;
+            redis::RedisResult::Ok(conn)
+        };
+        match connected.await {
+            Ok(conn) => Ok(Node {
+                conn: Conn::Plain(conn),
+                name,
+            }),
+            Err(error) => Err(from_node(error, &name)),
+        }
     }
 
     /// A node that connects on first use (and reconnects in the background), so that a
     /// Redlock manager can be built while some of its nodes are down.
     pub(crate) fn lazy(client: Client, options: &ConnectOptions) -> redis::RedisResult<Node> {
-        ConnectionManager::new_lazy_with_config(client, manager_config(options)).map(Node::Plain)
+        let name = Self::name_of(&client);
+        let conn = ConnectionManager::new_lazy_with_config(client, manager_config(options))?;
+        Ok(Node {
+            conn: Conn::Plain(conn),
+            name,
+        })
     }
 
     /// Runs `cmd` on the one server that serves `key`: on a cluster the primary of the key's
@@ -167,14 +283,17 @@ impl Node {
         key: &[u8],
         cmd: Cmd,
     ) -> redis::RedisResult<T> {
-        match self {
-            Node::Cluster(conn) => {
+        match &mut self.conn {
+            Conn::Cluster(conn) => {
                 let route = Route::with_key(key, SlotAddr::Master);
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                let value = conn.route_command(cmd, routing).await?;
+                let value = conn
+                    .route_command(cmd, routing)
+                    .await
+                    .map_err(|e| from_node(e, &self.name))?;
                 Ok(T::from_redis_value(value)?)
             }
-            Node::Plain(_) | Node::Sentinel(_) => cmd.query_async(self).await,
+            Conn::Plain(_) | Conn::Sentinel(_) => cmd.query_async(self).await,
         }
     }
 }
@@ -189,11 +308,19 @@ pub(crate) fn manager_config(options: &ConnectOptions) -> ConnectionManagerConfi
 
 impl ConnectionLike for Node {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Node::Plain(conn) => conn.req_packed_command(cmd),
-            Node::Cluster(conn) => conn.req_packed_command(cmd),
-            Node::Sentinel(primary) => primary.req_packed_command(cmd),
-        }
+        Box::pin(async move {
+            let reply = match &mut self.conn {
+                Conn::Plain(conn) => conn.req_packed_command(cmd).await,
+                Conn::Cluster(conn) => conn.req_packed_command(cmd).await,
+                Conn::Sentinel(primary) => primary.req_packed_command(cmd).await,
+            };
+            match reply {
+                // A server's error reply to the command itself (a pipeline's stay values).
+                Ok(Value::ServerError(error)) => Err(from_node(error.into(), &self.name)),
+                Ok(value) => Ok(value),
+                Err(error) => Err(from_node(error, &self.name)),
+            }
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -202,18 +329,23 @@ impl ConnectionLike for Node {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Node::Plain(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Node::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Node::Sentinel(primary) => primary.req_packed_commands(pipeline, offset, count),
-        }
+        Box::pin(async move {
+            let replies = match &mut self.conn {
+                Conn::Plain(conn) => conn.req_packed_commands(pipeline, offset, count).await,
+                Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count).await,
+                Conn::Sentinel(primary) => {
+                    primary.req_packed_commands(pipeline, offset, count).await
+                }
+            };
+            replies.map_err(|e| from_node(e, &self.name))
+        })
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Node::Plain(conn) => conn.get_db(),
-            Node::Cluster(conn) => conn.get_db(),
-            Node::Sentinel(primary) => primary.get_db(),
+        match &self.conn {
+            Conn::Plain(conn) => conn.get_db(),
+            Conn::Cluster(conn) => conn.get_db(),
+            Conn::Sentinel(primary) => primary.get_db(),
         }
     }
 }

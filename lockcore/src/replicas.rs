@@ -87,15 +87,16 @@ impl WaitForReplicas {
 /// `pipeline` on one connection of `node`: on a cluster, the primary of `key`'s slot.
 async fn send(node: &Node, pipeline: &Pipeline, key: &str) -> redis::RedisResult<Vec<Value>> {
     let count = pipeline.len();
-    match node {
-        Node::Cluster(conn) => {
+    match node.as_cluster() {
+        Some(conn) => {
             use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
             let slot = crate::slot::key_hash_slot(key.as_bytes());
             let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
             conn.clone()
                 .route_pipeline(pipeline.clone(), 0, count, route)
                 .await
+                .map_err(|e| node.name_error(e))
         }
-        other => other.clone().req_packed_commands(pipeline, 0, count).await,
+        None => node.clone().req_packed_commands(pipeline, 0, count).await,
     }
 }

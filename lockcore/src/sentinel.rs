@@ -32,6 +32,9 @@ pub(crate) struct SentinelPrimary {
 }
 
 struct Inner {
+    /// The manager is closed: the `+switch-master` subscription ends.
+    closed: Arc<AtomicBool>,
+    stop: Arc<tokio::sync::Notify>,
     sentinel: tokio::sync::Mutex<SentinelClient>,
     master_name: String,
     current: RwLock<Current>,
@@ -97,6 +100,8 @@ impl SentinelPrimary {
         crate::scripts::preload_on(&mut conn).await?;
         let primary = SentinelPrimary {
             inner: Arc::new(Inner {
+                closed: Arc::default(),
+                stop: Arc::default(),
                 sentinel: tokio::sync::Mutex::new(sentinel),
                 master_name: master_name.to_owned(),
                 current: RwLock::new(current),
@@ -107,9 +112,19 @@ impl SentinelPrimary {
         };
         crate::spawn::background(
             runtime,
-            follow_switch_master(Arc::downgrade(&primary.inner)),
+            follow_switch_master(
+                Arc::downgrade(&primary.inner),
+                Arc::clone(&primary.inner.closed),
+                Arc::clone(&primary.inner.stop),
+            ),
         );
         Ok(primary)
+    }
+
+    /// Ends the `+switch-master` subscription for good (the manager is closed).
+    pub(crate) fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.stop.notify_waiters();
     }
 
     /// The client of the primary resolved last (for the wake-up subscription).
@@ -251,8 +266,19 @@ async fn connect_primary(
 
 /// Re-resolves on every `+switch-master` a sentinel publishes, for as long as the primary is
 /// in use. Each subscription attempt is bounded; a lost subscription is re-opened.
-async fn follow_switch_master(inner: Weak<Inner>) {
+async fn follow_switch_master(
+    inner: Weak<Inner>,
+    closed: Arc<AtomicBool>,
+    stop: Arc<tokio::sync::Notify>,
+) {
     loop {
+        // Registered before the flag is read: a close in between still wakes this task.
+        let stopped = stop.notified();
+        tokio::pin!(stopped);
+        stopped.as_mut().enable();
+        if closed.load(Ordering::Acquire) {
+            return;
+        }
         let messages = {
             let Some(inner) = inner.upgrade() else { return };
             let subscribed = tokio::time::timeout(RESOLVE_TIMEOUT, async {
@@ -273,7 +299,12 @@ async fn follow_switch_master(inner: Weak<Inner>) {
             }
         };
         if let Some(mut messages) = messages {
-            while let Some(message) = messages.next().await {
+            loop {
+                let message = tokio::select! {
+                    message = messages.next() => message,
+                    () = &mut stopped => return,
+                };
+                let Some(message) = message else { break };
                 let Some(inner) = inner.upgrade() else { return };
                 let payload: String = message.get_payload().unwrap_or_default();
                 // "<master name> <old ip> <old port> <new ip> <new port>"
@@ -285,7 +316,10 @@ async fn follow_switch_master(inner: Weak<Inner>) {
         if inner.strong_count() == 0 {
             return;
         }
-        tokio::time::sleep(RESUBSCRIBE_DELAY).await;
+        tokio::select! {
+            () = tokio::time::sleep(RESUBSCRIBE_DELAY) => {}
+            () = &mut stopped => return,
+        }
     }
 }
 

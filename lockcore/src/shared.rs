@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use crate::fencing::FencingCounter;
 use crate::holder::HolderStamp;
+use crate::live::LiveLeases;
 use crate::options::LockOptions;
 use crate::watchdog::Watchdog;
 
@@ -18,4 +19,6 @@ pub(crate) struct Shared {
     pub(crate) watchdog: Arc<Watchdog>,
     /// The static part of every lock value this manager writes (host, pid, label).
     pub(crate) holder: HolderStamp,
+    /// The leases its guards hold now, and whether it is closed.
+    pub(crate) live: Arc<LiveLeases>,
 }

@@ -79,6 +79,14 @@ impl Single {
         &self.handoff
     }
 
+    /// Stops the hand-off listener and, under Sentinel, the fail-over subscription.
+    pub(crate) fn close(&self) {
+        self.handoff.close();
+        if let Some(primary) = self.node.as_sentinel() {
+            primary.close();
+        }
+    }
+
     /// One queue-aware acquire ([`ACQUIRE_QUEUED`](scripts::ACQUIRE_QUEUED)): with `queue`
     /// set, a waiter that finds the key held is queued for hand-off (see `handoff`). With
     /// `wait_for_replicas`, the script and `WAIT` go in one pipeline (see
@@ -146,7 +154,7 @@ impl Single {
     /// a plain or Sentinel node; on a cluster only when every lock key, fencing counter and
     /// waiter queue sits in one slot (a script's keys must share a slot).
     pub(crate) fn takes_together(&self, keys: &[BulkKey<'_>]) -> bool {
-        if !matches!(self.node, Node::Cluster(_)) {
+        if !self.node.is_cluster() {
             return true;
         }
         let mut slots = keys.iter().flat_map(|bulk| {
@@ -249,7 +257,7 @@ impl Single {
     /// Whether the connection may send a command twice (the cluster client re-sends after a
     /// dropped connection or a timeout), so that a release can find its own key gone.
     pub(crate) fn may_resend(&self) -> bool {
-        matches!(self.node, Node::Cluster(_))
+        self.node.is_cluster()
     }
 
     /// `items` split into the groups one renewal call each may take: on a cluster one group per
@@ -260,7 +268,7 @@ impl Single {
         items: Vec<T>,
         key_of: impl Fn(&T) -> &str,
     ) -> Vec<Vec<T>> {
-        if matches!(self.node, Node::Cluster(_)) {
+        if self.node.is_cluster() {
             crate::slot::group_by_slot(items, key_of)
         } else {
             vec![items]
@@ -275,7 +283,7 @@ impl Single {
     /// [`LockError::Redis`] when the call fails.
     pub(crate) async fn renew(&self, leases: &[RenewItem<'_>]) -> Result<Vec<bool>, LockError> {
         debug_assert!(
-            !matches!(self.node, Node::Cluster(_))
+            !self.node.is_cluster()
                 || crate::slot::group_by_slot(leases.to_vec(), |l| l.0).len() <= 1,
             "a renewal call on a cluster spans slots"
         );

@@ -39,6 +39,12 @@ pub(crate) fn group_by_slot<T>(items: Vec<T>, key_of: impl Fn(&T) -> &str) -> Ve
     groups.into_values().collect()
 }
 
+/// Builds the slot tag table now (a few milliseconds, once per process), so that a manager's
+/// first acquire does not pay for it.
+pub(crate) fn prepare() {
+    Lazy::force(&SLOT_TAGS);
+}
+
 /// For every slot, a short tag that hashes to it. Built once, by counting in base 36 until
 /// every slot has a tag (about 160 000 CRC16 computations, a few milliseconds).
 static SLOT_TAGS: Lazy<Vec<String>> = Lazy::new(|| {

@@ -26,7 +26,7 @@
 //! | `lockcore_wait_seconds` | histogram | `key_template`, `outcome`: from the call to its outcome |
 //! | `lockcore_handoffs_total` | counter | `key_template`: acquisitions by a waiter that had queued for hand-off |
 //! | `lockcore_hold_seconds` | histogram | `key_template`: from the guard being returned to its release (or drop); a waiter's wait is not held time |
-//! | `lockcore_releases_total` | counter | `key_template`, `outcome`: `released`, `lost`, `unconfirmed` (Redlock: not confirmed by a quorum in time; finished in the background), `dropped` (released in the background: a dropped guard, or after a failed release) |
+//! | `lockcore_releases_total` | counter | `key_template`, `outcome`: `released`, `lost`, `unconfirmed` (Redlock: not confirmed by a quorum in time; finished in the background), `closed` (released by `LockManager::close`), `dropped` (released in the background: a dropped guard, or after a failed release) |
 //! | `lockcore_renewals_total` | counter | `key_template`, `outcome`: `renewed`, `failed` (retried) |
 //! | `lockcore_losses_total` | counter | `key_template`, `reason`: `expired`, `max_hold`, `late_renewal`, `taken`, `extend_refused` |
 //! | `lockcore_contended_calls_total` | counter | `key_template`, `policy`: `skip` (`on_contended = "skip"`: the body did not run), `fallback` (`fallback = ..` ran instead) |

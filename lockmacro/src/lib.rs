@@ -102,8 +102,12 @@ mod snapshot_tests;
 /// Once `wait_ms` is spent, `on_contended = "skip"` returns `Ok(())` / `Ok(None)` without
 /// running the body (a job that one instance runs is skipped by the others), and
 /// `fallback = path` returns what `path(..)` returns, called with the same arguments; both are
-/// logged at `DEBUG` through `tracing`. Other errors (Redis down, `Lost`) are returned as
-/// errors either way.
+/// logged at `DEBUG` through `tracing`, with the key. Other errors (Redis down, `Lost`) are
+/// returned as errors either way.
+///
+/// A skipped `Result<(), E>` call returns the same `Ok(())` as one whose body ran: its caller
+/// cannot tell them apart. When the caller needs to know, return `Result<Option<T>, E>` (a
+/// body that ran returns `Ok(Some(..))`, a skipped call `Ok(None)`).
 ///
 /// # Reentrancy
 ///
