@@ -3,22 +3,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::runtime::Handle;
-
-use crate::backend::Backend;
-use crate::fencing::FencingCounter;
-use crate::handoff::{Handoff, PubSubSource};
-use crate::holder::HolderStamp;
-use crate::key::DEFAULT_KEY_PREFIX;
-use crate::node::{ConnectOptions, Node};
-use crate::redact::redact_url;
-use crate::redlock::Redlock;
-use crate::replicas::WaitForReplicas;
-use crate::sentinel::SentinelPrimary;
+use crate::backend::replicas::WaitForReplicas;
+use crate::backend::topology::{Settings, Topology};
+use crate::error::LockError;
+use crate::manager::LockManager;
+use crate::options::LockOptions;
+use crate::protocol::fencing::FencingCounter;
+use crate::protocol::keyspace::DEFAULT_KEY_PREFIX;
+use crate::protocol::value::HolderStamp;
 use crate::shared::Shared;
-use crate::single::Single;
-use crate::tls::TlsFiles;
-use crate::{LockError, LockManager, LockOptions};
+use crate::transport::connect::ConnectOptions;
+use crate::transport::tls::TlsFiles;
 
 /// Builds a [`LockManager`]. Give one topology: [`url`](Self::url) (one Redis node),
 /// [`nodes`](Self::nodes) (Redlock over N independent masters), [`cluster`](Self::cluster)
@@ -71,35 +66,9 @@ pub struct LockManagerBuilder {
     tls: TlsFiles,
 }
 
-/// Where the locks live.
-#[derive(Clone)]
-enum Topology {
-    Unset,
-    /// One node, or Redlock over several.
-    Nodes(Vec<String>),
-    /// One node, through the application's own client.
-    Client(redis::Client),
-    Cluster(Vec<String>),
-    Sentinel {
-        sentinels: Vec<String>,
-        master_name: String,
-    },
-}
-
 impl std::fmt::Debug for LockManagerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let urls = |urls: &[String]| urls.iter().map(|u| redact_url(u)).collect::<Vec<_>>();
-        let topology = match &self.topology {
-            Topology::Unset => "unset".to_owned(),
-            Topology::Nodes(nodes) => format!("nodes {:?}", urls(nodes)),
-            // The address only: never the client's credentials.
-            Topology::Client(client) => format!("client {}", client.get_connection_info().addr()),
-            Topology::Cluster(seeds) => format!("cluster {:?}", urls(seeds)),
-            Topology::Sentinel {
-                sentinels,
-                master_name,
-            } => format!("sentinel {:?} master {master_name:?}", urls(sentinels)),
-        };
+        let topology = self.topology.describe();
         f.debug_struct("LockManagerBuilder")
             .field("topology", &topology)
             .field("key_prefix", &self.key_prefix)
@@ -325,7 +294,7 @@ impl LockManagerBuilder {
     /// - [`LockError::Redis`] when the node, cluster or sentinels cannot be reached, or no
     ///   sentinel knows `master_name`.
     pub async fn build(self) -> Result<LockManager, LockError> {
-        crate::key::check_prefix(&self.key_prefix)?;
+        crate::protocol::keyspace::check_prefix(&self.key_prefix)?;
         self.tls.check()?;
         self.default_options.validate()?;
         if let Some(replicas) = &self.replicas
@@ -340,94 +309,21 @@ impl LockManagerBuilder {
                 ),
             });
         }
-        let options = ConnectOptions {
-            connection_timeout: self.connection_timeout,
-            response_timeout: self.response_timeout,
-            tcp_nodelay: self.tcp_nodelay,
-            tls: self.tls.clone(),
-        };
-        let runtime = Handle::current();
         // Everything a first acquire would otherwise build: the auxiliary keys' slot tags.
-        crate::slot::prepare();
-        let channel = Handoff::channel_for(&self.key_prefix);
-        let rt = self.response_timeout;
-        let no_url = || {
-            LockError::InvalidOptions {
-            reason: "no Redis URL given; call `.url(\"redis://host:port/\")`, `.client(..)`, `.nodes([..])`, `.cluster([..])` or `.sentinel([..], name)` on the builder".to_owned(),
-        }
+        crate::transport::slot::prepare();
+        let settings = Settings {
+            key_prefix: self.key_prefix.clone(),
+            fencing_counter: self.fencing_counter,
+            node_timeout: self.node_timeout,
+            replicas: self.replicas,
+            connect: ConnectOptions {
+                connection_timeout: self.connection_timeout,
+                response_timeout: self.response_timeout,
+                tcp_nodelay: self.tcp_nodelay,
+                tls: self.tls.clone(),
+            },
         };
-        let (backend, fencing_counter) = match &self.topology {
-            Topology::Unset => return Err(no_url()),
-            Topology::Nodes(urls) if urls.is_empty() => return Err(no_url()),
-            Topology::Client(client) => {
-                Node::check_client(client)?;
-                let node = Node::connect(client.clone(), &options).await?;
-                let handoff = Handoff::new(
-                    PubSubSource::Fixed(vec![client.clone()]),
-                    channel,
-                    runtime.clone(),
-                    rt,
-                );
-                let counter = self.counter(false)?;
-                (self.single(node, handoff, runtime, counter).await, counter)
-            }
-            Topology::Nodes(urls) if urls.len() == 1 => {
-                let client = Node::client(&urls[0], &options)?;
-                let node = Node::connect(client.clone(), &options).await?;
-                let handoff = Handoff::new(
-                    PubSubSource::Fixed(vec![client]),
-                    channel,
-                    runtime.clone(),
-                    rt,
-                );
-                let counter = self.counter(false)?;
-                (self.single(node, handoff, runtime, counter).await, counter)
-            }
-            Topology::Nodes(_) if self.replicas.is_some() => {
-                return Err(LockError::InvalidOptions {
-                    reason: "wait_for_replicas is for one node, Sentinel and Cluster; Redlock's masters are independent, with no replicas to wait for".to_owned(),
-                });
-            }
-            Topology::Nodes(urls) => {
-                let nodes = urls
-                    .iter()
-                    .map(|url| Ok(Node::lazy(Node::client(url, &options)?, &options)?))
-                    .collect::<Result<Vec<Node>, LockError>>()?;
-                let redlock = Redlock::new(nodes, self.node_timeout);
-                (Backend::redlock(redlock, runtime), self.counter(false)?)
-            }
-            Topology::Cluster(seeds) if seeds.is_empty() => return Err(no_url()),
-            Topology::Cluster(seeds) => {
-                let node = Node::cluster(seeds, &options).await?;
-                // Classic pub/sub is cluster-wide: a release's `PUBLISH` on any shard reaches a
-                // subscriber on any node. Subscribe on the first seed that answers.
-                let clients = seeds
-                    .iter()
-                    .map(|url| Node::client(url, &options))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let handoff =
-                    Handoff::new(PubSubSource::Fixed(clients), channel, runtime.clone(), rt);
-                let counter = self.counter(true)?;
-                (self.single(node, handoff, runtime, counter).await, counter)
-            }
-            Topology::Sentinel { sentinels, .. } if sentinels.is_empty() => return Err(no_url()),
-            Topology::Sentinel {
-                sentinels,
-                master_name,
-            } => {
-                let primary =
-                    SentinelPrimary::resolve(sentinels, master_name, &options, &runtime).await?;
-                let handoff = Handoff::new(
-                    PubSubSource::Sentinel(primary.clone()),
-                    channel,
-                    runtime.clone(),
-                    rt,
-                );
-                let counter = self.counter(false)?;
-                let node = Node::sentinel(primary, master_name);
-                (self.single(node, handoff, runtime, counter).await, counter)
-            }
-        };
+        let (backend, fencing_counter) = self.topology.open(&settings).await?;
         Ok(LockManager::new(Shared {
             backend,
             key_prefix: self.key_prefix,
@@ -441,49 +337,28 @@ impl LockManagerBuilder {
 
     /// A label for this process in the holder metadata of every lock it takes (for example the
     /// service and instance name, `"orders-7"`), shown by `lockctl` beside host and pid. Default:
-    /// none. See [`holder`](crate::holder) for what the lock value holds.
+    /// none. See [`keyspace`](crate::keyspace) for what the lock value holds.
     pub fn process_label(mut self, label: impl Into<String>) -> Self {
         self.process_label = Some(label.into());
         self
     }
+}
 
-    /// The single-node backend over `node`, subscribed for wake-ups.
-    async fn single(
-        &self,
-        node: Node,
-        handoff: Handoff,
-        runtime: Handle,
-        counter: FencingCounter,
-    ) -> Backend {
-        let handoff = Arc::new(handoff);
-        // Subscribe now, so that the first contended waiter is already woken by a push; and
-        // time one round trip, which sizes the first waiter's claim window and entry lease.
-        handoff.subscribe().await;
-        let started = tokio::time::Instant::now();
-        if redis::cmd("PING")
-            .query_async::<()>(&mut node.clone())
+#[cfg(all(test, not(feature = "tls")))]
+mod tests {
+    use super::*;
+
+    /// `LockManager::connect` reaches the same message, before any network call.
+    #[tokio::test]
+    async fn connect_with_a_tls_url_without_the_feature_names_the_feature() {
+        let err = LockManager::connect("rediss://127.0.0.1:7391/")
             .await
-            .is_ok()
-        {
-            handoff.record_round_trip(started.elapsed());
-        }
-        let prefix = self.key_prefix.clone();
-        let single = Single::new(node, handoff, prefix, counter, self.replicas);
-        Backend::single(single, runtime)
-    }
-
-    /// The fencing counter placement: the caller's choice, else per slot on a cluster.
-    ///
-    /// # Errors
-    /// [`LockError::InvalidOptions`] for a per-prefix counter on a cluster (`CROSSSLOT`).
-    fn counter(&self, cluster: bool) -> Result<FencingCounter, LockError> {
-        match (self.fencing_counter, cluster) {
-            (Some(FencingCounter::PerPrefix), true) => Err(LockError::InvalidOptions {
-                reason: "fencing_counter is PerPrefix on Redis Cluster, where the counter would sit in another slot than most lock keys (CROSSSLOT); expected PerSlot (the default on a cluster)".to_owned(),
-            }),
-            (Some(counter), _) => Ok(counter),
-            (None, true) => Ok(FencingCounter::PerSlot),
-            (None, false) => Ok(FencingCounter::PerPrefix),
-        }
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("enable lockcore's cargo feature `tls`"),
+            "{err}"
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::escape::Escaped;
+use crate::util::escape::Escaped;
 
 /// The error type of every fallible call in this crate.
 ///
@@ -15,7 +15,7 @@ use crate::escape::Escaped;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
-    /// The wait budget ([`LockOptions::wait`](crate::LockOptions::wait)) was spent while another
+    /// The wait budget ([`LockOptions::wait`](crate::options::LockOptions::wait)) was spent while another
     /// holder kept the key. `waited` is the time spent inside `acquire`, measured on a monotonic
     /// clock.
     #[error("lock `{}` is held by another holder; gave up after waiting {waited:?}", Escaped(.key))]
@@ -79,7 +79,7 @@ pub enum LockError {
         /// The quorum: N/2 + 1 of the configured N.
         needed: usize,
     },
-    /// [`LockManagerBuilder::wait_for_replicas`](crate::LockManagerBuilder::wait_for_replicas):
+    /// [`LockManagerBuilder::wait_for_replicas`](crate::builder::LockManagerBuilder::wait_for_replicas):
     /// fewer replicas than asked acknowledged an acquire or extend within the timeout. An
     /// acquire releases the key before returning this; an extend keeps the new TTL (Redis
     /// applied it on the primary), and the guard's deadline follows it. Never returned as
@@ -109,9 +109,9 @@ pub enum LockError {
         /// The Redis type the key holds (`TYPE`): `list`, `hash`, `set`, `zset`, `stream`.
         found: String,
     },
-    /// [`default_manager`](crate::default_manager) was called (directly or by
+    /// [`default_manager`](crate::global::default_manager) was called (directly or by
     /// `#[distributed_lock]` without `manager = ..`) before
-    /// [`set_default_manager`](crate::set_default_manager).
+    /// [`set_default_manager`](crate::global::set_default_manager).
     #[error(
         "no default lock manager is set; call `lockcore::set_default_manager` at start-up or pass `manager = ..`"
     )]
@@ -147,13 +147,13 @@ pub enum LockError {
         /// What is wrong, and what was expected.
         reason: String,
     },
-    /// The manager was closed ([`LockManager::close`](crate::LockManager::close)): it takes no
+    /// The manager was closed ([`LockManager::close`](crate::manager::LockManager::close)): it takes no
     /// new locks, and the guards it had handed out were released (an
-    /// [`extend`](crate::LockGuard::extend) of one returns this too). Returned at once, before
+    /// [`extend`](crate::guard::LockGuard::extend) of one returns this too). Returned at once, before
     /// any network call. Build a new manager to lock again.
     #[error("the lock manager was closed; build a new one to acquire locks")]
     Closed,
-    /// [`set_default_manager`](crate::set_default_manager) was called a second time.
+    /// [`set_default_manager`](crate::global::set_default_manager) was called a second time.
     #[error("the default lock manager is already set; it can be set only once per process")]
     DefaultManagerAlreadySet,
 }

@@ -2,7 +2,8 @@
 
 use once_cell::sync::OnceCell;
 
-use crate::{LockError, LockManager};
+use crate::error::LockError;
+use crate::manager::LockManager;
 
 static DEFAULT_MANAGER: OnceCell<LockManager> = OnceCell::new();
 

@@ -6,14 +6,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::lease::{Lease, LeaseStatus, WriteLock};
-use crate::live::LiveEntry;
-use crate::promotion::Promotion;
+use crate::backend::vote::Released;
+use crate::error::LockError;
+use crate::lease::live::LiveEntry;
+use crate::lease::promotion::Promotion;
+use crate::lease::state::{Lease, LeaseStatus, WriteLock};
+use crate::lease::telemetry;
+use crate::lease::watchdog::Registration;
+use crate::options::LockOptions;
 use crate::shared::Shared;
-use crate::telemetry;
-use crate::vote::Released;
-use crate::watchdog::Registration;
-use crate::{LockError, LockOptions};
 
 /// A held lock. Owned, `Send + Sync + 'static`: it can move to another task or thread.
 ///
@@ -62,16 +63,22 @@ impl LockGuard {
                 .register(Arc::clone(&lease), opts.max_hold_value(), &shared.backend)
         });
         let promotion = (renewal.is_none() && lease.is_provisional())
-            .then(|| crate::promotion::spawn(&shared.backend, Arc::clone(&lease)));
+            .then(|| crate::lease::promotion::spawn(&shared.backend, Arc::clone(&lease)));
         if renewal.is_none() {
             tracing::debug!(
                 target: "lockcore",
-                key = %crate::escape::Escaped(&lease.key),
-                ttl_ms = crate::options::duration_ms(lease.ttl()),
+                key = %crate::util::escape::Escaped(&lease.key),
+                ttl_ms = crate::util::time::duration_ms(lease.ttl()),
                 "lock acquired without the watchdog: the lease ends with its ttl unless extended (the explicit API's default; `#[distributed_lock]` turns the watchdog on)"
             );
         }
         let live = shared.live.register(&lease);
+        // Won while the manager was closing, after its guards were released: released now.
+        if shared.live.is_closed() && lease.settle(LeaseStatus::Closed) {
+            shared
+                .backend
+                .spawn_release(lease.key.clone(), lease.value.clone(), lease.ttl());
+        }
         LockGuard {
             shared,
             lease,
@@ -91,23 +98,23 @@ impl LockGuard {
     /// fresh for every acquisition. The value also carries the holder metadata: see
     /// [`stored_value`](Self::stored_value).
     pub fn token(&self) -> &str {
-        crate::holder::token_of(&self.lease.token)
+        self.lease.value.token()
     }
 
     /// The exact value stored at the key: the [`token`](Self::token), a space and the holder
-    /// metadata as compact JSON (see [`holder`](crate::holder)). Release, extend and renewal
+    /// metadata as compact JSON (see [`keyspace`](crate::keyspace)). Release, extend and renewal
     /// compare this whole value.
     pub fn stored_value(&self) -> &str {
-        &self.lease.token
+        self.lease.value.as_str()
     }
 
     /// The fencing token: strictly greater than the fencing token of every earlier acquisition
     /// of this key by any client, as long as the counter survives (see
-    /// [`FencingCounter`](crate::FencingCounter) for when it does not). With the default
+    /// [`FencingCounter`](crate::protocol::fencing::FencingCounter) for when it does not). With the default
     /// per-prefix counter this holds across all keys under the prefix; per slot, across keys of
     /// one slot. Under Redlock the same holds across quorums, as long as no node loses its
-    /// counter (see "Redlock" in the crate docs). Extend and renewal keep it. Pass it to the resource ([`FencedRedis`](crate::FencedRedis),
-    /// [`FenceGate`](crate::FenceGate), or SQL), which rejects writes with an older token.
+    /// counter (see "Redlock" in the crate docs). Extend and renewal keep it. Pass it to the resource ([`FencedRedis`](crate::features::fenced::FencedRedis),
+    /// [`FenceGate`](crate::features::fenced::FenceGate), or SQL), which rejects writes with an older token.
     pub fn fencing_token(&self) -> u64 {
         self.lease.fencing_token
     }
@@ -146,7 +153,7 @@ impl LockGuard {
     /// Completes when the lock is lost: when the watchdog finds the key expired, deleted or
     /// holding another token, when it cannot renew before the deadline (Redis unreachable, or
     /// its runtime blocked), when `max_hold` runs out, when an [`extend`](Self::extend) reports
-    /// [`LockError::Lost`], when the manager's [`close`](crate::LockManager::close) released
+    /// [`LockError::Lost`], when the manager's [`close`](crate::manager::LockManager::close) released
     /// the key, or, without renewal, when the deadline passes. Cancel-safe.
     ///
     /// ```no_run
@@ -171,7 +178,7 @@ impl LockGuard {
     }
 
     /// Releases the lock with an atomic compare-and-delete, and stops its renewal. After the
-    /// manager's [`close`](crate::LockManager::close) (which released the key already) it
+    /// manager's [`close`](crate::manager::LockManager::close) (which released the key already) it
     /// returns `Ok(())` with no network call.
     ///
     /// # Errors
@@ -195,7 +202,12 @@ impl LockGuard {
         let released = self
             .shared
             .backend
-            .release(&self.lease.key, &self.lease.token, self.lease.ttl())
+            .release(
+                &self.lease.key,
+                &self.lease.value,
+                self.lease.ttl(),
+                Some(self.lease.deadline()),
+            )
             .instrument(telemetry::release_span(&self.lease))
             .await?;
         self.released = true;
@@ -203,15 +215,13 @@ impl LockGuard {
         let was_held = self.lease.settle(LeaseStatus::Released);
         let ours = match released {
             Released::Deleted => true,
-            // On a cluster the client may have re-sent this release after a lost reply: a
-            // missing key before the deadline is that first run's work, not a loss.
-            Released::Missing => self.shared.backend.may_resend() && within_lease,
+            Released::Missing => false,
             Released::HeldByOther => false,
             Released::Unconfirmed { confirmed, needed } => {
                 // The late nodes still get the compare-and-delete, retried until they answer.
                 self.shared.backend.spawn_release(
                     self.lease.key.clone(),
-                    self.lease.token.clone(),
+                    self.lease.value.clone(),
                     self.lease.ttl(),
                 );
                 // Before the deadline the key cannot have expired on the late nodes.
@@ -273,7 +283,7 @@ impl LockGuard {
         let extended = match self
             .shared
             .backend
-            .extend(&self.lease.key, &self.lease.token, ttl)
+            .extend(&self.lease.key, self.lease.value.token(), ttl)
             .await
         {
             Ok(extended) => extended,
@@ -328,7 +338,7 @@ impl Drop for LockGuard {
             self.lease.settle(LeaseStatus::Released);
             self.shared.backend.spawn_release(
                 self.lease.key.clone(),
-                self.lease.token.clone(),
+                self.lease.value.clone(),
                 self.lease.ttl(),
             );
         }

@@ -1,24 +1,22 @@
 //! [`LockManager`]: the acquire loop, and what a manager shares with its guards.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::backend::AttemptRequest;
+use crate::backend::vote::Vote;
+use crate::backend::waiting::{Progress, Request, Won};
 use crate::builder::LockManagerBuilder;
-use crate::defer::OnDrop;
-use crate::fencing;
+use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::handoff::{self, Grant, Handoff};
-use crate::key::full_key;
-use crate::lease::{Lease, LeaseStatus};
+use crate::lease::state::{Lease, LeaseStatus};
+use crate::lease::telemetry::{self, AcquireProbe};
+use crate::options::LockOptions;
+use crate::protocol::keyspace::{counter_key, full_key};
+use crate::protocol::value::LockValue;
 use crate::shared::Shared;
-use crate::single::QueueTicket;
-use crate::telemetry::{self, AcquireProbe};
-use crate::vote::Vote;
-use crate::{LockError, LockOptions};
 
 /// A handle to one Redis node that hands out locks. Cheap to [`Clone`]: an `Arc` inside, and
 /// every clone shares one connection.
@@ -65,15 +63,6 @@ impl std::fmt::Debug for LockManager {
     }
 }
 
-/// The outcome of one `SET NX PX` attempt.
-enum Attempt {
-    Acquired(LockGuard),
-    /// Another holder has the key; its remaining TTL when Redis reported one.
-    Held {
-        holder_ttl: Option<Duration>,
-    },
-}
-
 impl LockManager {
     pub(crate) fn new(shared: Shared) -> Self {
         LockManager {
@@ -114,7 +103,7 @@ impl LockManager {
     ///
     /// Each attempt draws a fresh random 128-bit token (UUID v4) and sends
     /// `SET <prefix><key> <value> NX PX <ttl_ms>` (to every node, for Redlock), where the value
-    /// is the token followed by the holder metadata (see [`holder`](crate::holder)); the fencing
+    /// is the token followed by the holder metadata (see [`keyspace`](crate::keyspace)); the fencing
     /// token is minted by the same script. The guard's validity is measured from the start of
     /// the successful attempt.
     ///
@@ -148,7 +137,7 @@ impl LockManager {
             .acquire_probed(key, opts, &probe)
             .instrument(probe.span())
             .await;
-        probe.finish(&result.as_ref().map(Some));
+        probe.finish(result.as_ref().map(|guard| Some(guard.fencing_token())));
         result
     }
 
@@ -158,168 +147,32 @@ impl LockManager {
         opts: &LockOptions,
         probe: &AcquireProbe,
     ) -> Result<LockGuard, LockError> {
-        let started = Instant::now();
-        let mut backoff = opts.backoff();
-        // On one node the waiter queue knows a waiter by its token, so one token serves the
-        // whole call; Redlock draws one per attempt, so that a late cleanup of a failed attempt
-        // can never touch a later attempt's lock.
-        let handoff = self.shared.backend.handoff();
-        let call_token = handoff.map(|_| self.new_value(opts));
-        // Register for wake-ups before the first attempt: the attempt that finds the key held
-        // queues this waiter, so no release can slip between that check and the wait.
-        let waiter = match (handoff, &call_token) {
-            (Some(handoff), Some(value))
-                if opts.handoff_enabled() && !opts.wait_budget().is_zero() =>
-            {
-                Some(handoff.register(value))
-            }
-            _ => None,
+        let counter_key = self.counter_key(&key);
+        let request = Request {
+            key: &key,
+            counter_key: &counter_key,
+            opts,
+            mint: || self.new_value(opts),
         };
-        // Unless it acquired, a waiter that goes takes its queue entry (and a lock just handed
-        // to it) back, in the background.
-        let withdraw = match (&waiter, &call_token) {
-            (Some(_), Some(value)) => Some(OnDrop::new(|| {
-                self.shared
-                    .backend
-                    .spawn_release(key.clone(), value.clone(), opts.ttl());
-            })),
-            _ => None,
-        };
-        if waiter.is_some() {
-            probe.queued();
-        }
-        let wake_channel = waiter.as_ref().and(handoff).map(|h| Handoff::channel(h));
-        for seq in 1.. {
-            let token = call_token.clone().unwrap_or_else(|| self.new_value(opts));
-            let give_up_at = started + opts.wait_budget();
-            // The windows this attempt asks for follow the manager's round trip to Redis; a
-            // grant that answers it lives the claim window sent here.
-            let (claim, lease) = handoff.map_or((Duration::ZERO, Duration::ZERO), |h| h.windows());
-            let queue = wake_channel.map(|channel| QueueTicket {
-                channel,
-                seq,
-                claim,
-                lease,
-            });
-            let attempt_start = Instant::now();
-            probe.attempt();
-            let attempt = self
-                .attempt(&key, token, opts, queue, Some(give_up_at), attempt_start)
-                .await;
-            if let Some(handoff) = handoff {
-                handoff.record_round_trip(attempt_start.elapsed());
-            }
-            let attempt = match attempt {
-                Ok(attempt) => attempt,
-                // The script never ran (its keys are split by a slot migration, or the cluster
-                // is reconfiguring): wait it out within the budget, as for a held key.
-                Err(err) if !opts.wait_budget().is_zero() && err.script_never_ran() => {
-                    tracing::debug!(key, error = %err, "lock script refused during a cluster change; retrying within the wait budget");
-                    Attempt::Held { holder_ttl: None }
-                }
-                Err(err) => return Err(err),
-            };
-            match attempt {
-                Attempt::Acquired(guard) => {
-                    if let Some(withdraw) = withdraw {
-                        withdraw.disarm();
-                    }
-                    return Ok(guard);
-                }
-                Attempt::Held { holder_ttl } => {
-                    probe.held(&key, holder_ttl);
-                    let waited = started.elapsed();
-                    let remaining = opts.wait_budget().saturating_sub(waited);
-                    if remaining.is_zero() {
-                        // A queued waiter's entry is withdrawn as `withdraw` drops.
-                        return Err(LockError::Contended {
-                            key: key.clone(),
-                            waited,
-                        });
-                    }
-                    let mut delay = match &waiter {
-                        Some(_) => handoff::refresh_delay().min(opts.retry_cap_value()),
-                        None => backoff.next_delay(),
-                    }
-                    .min(remaining);
-                    if let Some(ttl) = holder_ttl {
-                        // Wake no later than the holder's lease ends (+1 ms for the expiry).
-                        delay = delay.min(ttl + Duration::from_millis(1));
-                    }
-                    match &waiter {
-                        Some(waiter) => {
-                            tokio::select! {
-                                () = waiter.woken() => {}
-                                () = tokio::time::sleep(delay) => {}
-                            }
-                            waiter.keep_listening();
-                        }
-                        None => tokio::time::sleep(delay).await,
-                    }
-                }
-            }
-            // A hand-over's grant answers this attempt only when it echoes its sequence number
-            // (see `handoff`): an older one may have lapsed.
-            let granted = match (&waiter, &call_token) {
-                (Some(waiter), Some(value)) => waiter
-                    .take_grant()
-                    .filter(|grant| grant.seq == seq)
-                    .and_then(|grant| self.granted(&key, value, opts, grant, attempt_start, claim)),
-                _ => None,
-            };
-            if let Some(guard) = granted {
-                probe.handed_over();
-                if let Some(withdraw) = withdraw {
-                    withdraw.disarm();
-                }
-                return Ok(guard);
-            }
-        }
-        unreachable!("a u64 sequence of attempts does not run out")
+        let won = self.shared.backend.acquire(&request, probe).await?;
+        Ok(self.guard(key.clone(), won, opts))
     }
 
-    /// The guard for a hand-over's grant that answers the queued attempt started at `start`,
-    /// which asked for the claim window `claim`: the release set the key to the grant's stored
-    /// value (the waiter's `value` with `acquired_at` stamped) with a TTL of the claim window
-    /// (at most `opts`' ttl) after that attempt ran, so the lease is valid until `start` + the
-    /// claim window − drift allowance; its first renewal sets the full ttl. `None` when that
-    /// deadline has passed already (the wake-up came late) or the grant is unusable (a
-    /// wake-up that only asks for a re-check, a fencing token of 0 from a counter lockcore did
-    /// not mint, a value that is not this waiter's, or a manager that must confirm with
-    /// `WAIT`): the waiter then re-checks.
-    fn granted(
-        &self,
-        key: &str,
-        value: &str,
-        opts: &LockOptions,
-        grant: Grant,
-        start: Instant,
-        claim: Duration,
-    ) -> Option<LockGuard> {
-        let counter_key =
-            fencing::counter_key(&self.shared.key_prefix, key, self.shared.fencing_counter);
-        let fenced = counter_key != key;
-        let stored = grant.stored?;
-        if !self.shared.backend.starts_on_grant()
-            || (fenced && grant.fencing_token == 0)
-            || crate::holder::token_of(&stored) != crate::holder::token_of(value)
-        {
-            return None;
-        }
+    /// The guard of a lock `won` on `key`.
+    pub(crate) fn guard(&self, key: String, won: Won, opts: &LockOptions) -> LockGuard {
+        let Won {
+            value,
+            fencing_token,
+            attempt_start,
+            claim,
+        } = won;
         let ttl = opts.ttl();
-        let lease = Lease::handed_over(
-            key.to_owned(),
-            stored,
-            grant.fencing_token,
-            ttl,
-            ttl.min(claim),
-            start,
-        )
-        .with_key_template(opts.key_template_value());
-        if Instant::now() >= lease.deadline() {
-            return None;
+        let lease = match claim {
+            Some(claim) => Lease::handed_over(key, value, fencing_token, ttl, claim, attempt_start),
+            None => Lease::new(key, value, fencing_token, ttl, attempt_start),
         }
-        Some(LockGuard::new(Arc::clone(&self.shared), lease, opts))
+        .with_key_template(opts.key_template_value());
+        LockGuard::new(Arc::clone(&self.shared), lease, opts)
     }
 
     /// Makes exactly one attempt to acquire `key`. It never joins the waiter queue.
@@ -342,7 +195,11 @@ impl LockManager {
             .try_acquire_once(key, opts)
             .instrument(probe.span())
             .await;
-        probe.finish(&result.as_ref().map(Option::as_ref));
+        probe.finish(
+            result
+                .as_ref()
+                .map(|guard| guard.as_ref().map(LockGuard::fencing_token)),
+        );
         result
     }
 
@@ -352,21 +209,37 @@ impl LockManager {
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
-        match self
-            .attempt(&key, self.new_value(opts), opts, None, None, Instant::now())
-            .await?
-        {
-            Attempt::Acquired(guard) => Ok(Some(guard)),
-            Attempt::Held { .. } => Ok(None),
+        let counter_key = self.counter_key(&key);
+        let value = self.new_value(opts);
+        let attempt_start = Instant::now();
+        let request = AttemptRequest {
+            key: &key,
+            counter_key: &counter_key,
+            value: &value,
+            ttl: opts.ttl(),
+            queue: None,
+            give_up_at: None,
+        };
+        match self.shared.backend.attempt(&request, attempt_start).await? {
+            Vote::Won {
+                fencing_token,
+                stored,
+            } => {
+                let won = Won {
+                    value: stored.map_or(value, LockValue::stored),
+                    fencing_token,
+                    attempt_start,
+                    claim: None,
+                };
+                Ok(Some(self.guard(key, won, opts)))
+            }
+            Vote::Lost { .. } => Ok(None),
         }
     }
 
     /// [`LockError::Closed`] once [`close`](Self::close) was called.
     pub(crate) fn ensure_open(&self) -> Result<(), LockError> {
-        if self.shared.live.is_closed() {
-            return Err(LockError::Closed);
-        }
-        Ok(())
+        self.shared.backend.ensure_open()
     }
 
     /// Releases every live guard of this manager (a compare-and-delete of each, as its release
@@ -398,6 +271,7 @@ impl LockManager {
     /// release that could not be sent; every other guard is released anyway, and a key that
     /// could not be released expires with its TTL.
     pub async fn close(&self) -> Result<(), LockError> {
+        self.shared.backend.close();
         let leases = self.shared.live.close();
         let releases = leases.into_iter().map(|lease| async move {
             if !lease.settle(LeaseStatus::Closed) {
@@ -406,12 +280,11 @@ impl LockManager {
             telemetry::released(&lease, "closed");
             self.shared
                 .backend
-                .release(&lease.key, &lease.token, lease.ttl())
+                .release(&lease.key, &lease.value, lease.ttl(), None)
                 .await
                 .map(|_| ())
         });
         let released: Vec<Result<(), LockError>> = futures_util::future::join_all(releases).await;
-        self.shared.backend.close();
         released.into_iter().collect()
     }
 
@@ -419,51 +292,13 @@ impl LockManager {
         self.ensure_open()?;
         let key = full_key(&self.shared.key_prefix, key)?;
         opts.validate()?;
-        self.shared.backend.check_ttl(opts.ttl())?;
+        self.shared.backend.check(opts)?;
         Ok(key)
     }
 
-    /// One acquire round. Cancel-safe: see [`Backend::attempt`](crate::backend::Backend).
-    ///
-    /// # Errors
-    /// [`LockError::Closed`] first, once the manager is closed.
-    async fn attempt(
-        &self,
-        key: &str,
-        token: String,
-        opts: &LockOptions,
-        queue: Option<QueueTicket<'_>>,
-        give_up_at: Option<Instant>,
-        attempt_start: Instant,
-    ) -> Result<Attempt, LockError> {
-        self.ensure_open()?;
-        let ttl = opts.ttl();
-        let counter_key =
-            fencing::counter_key(&self.shared.key_prefix, key, self.shared.fencing_counter);
-        let request = AttemptRequest {
-            key,
-            counter_key: &counter_key,
-            token: &token,
-            ttl,
-            queue,
-            give_up_at,
-        };
-        match self.shared.backend.attempt(&request, attempt_start).await? {
-            Vote::Won {
-                fencing_token,
-                stored,
-            } => {
-                let value = stored.unwrap_or(token);
-                let lease = Lease::new(key.to_owned(), value, fencing_token, ttl, attempt_start)
-                    .with_key_template(opts.key_template_value());
-                Ok(Attempt::Acquired(LockGuard::new(
-                    Arc::clone(&self.shared),
-                    lease,
-                    opts,
-                )))
-            }
-            Vote::Lost { holder_ttl } => Ok(Attempt::Held { holder_ttl }),
-        }
+    /// The fencing counter key of `key` (full key): the counter its acquire increments.
+    pub(crate) fn counter_key(&self, key: &str) -> String {
+        counter_key(&self.shared.key_prefix, key, self.shared.fencing_counter)
     }
 
     /// How many leases of this manager the watchdog is renewing right now. Returns to zero once
@@ -480,7 +315,7 @@ impl LockManager {
 
     /// Every node, for data that lives beside the locks (idempotency records).
     #[cfg(feature = "idempotency")]
-    pub(crate) fn data_nodes(&self) -> Vec<crate::node::Node> {
+    pub(crate) fn data_nodes(&self) -> Vec<crate::transport::node::Node> {
         self.shared.backend.nodes()
     }
 
@@ -490,7 +325,7 @@ impl LockManager {
     }
 
     /// A fresh lock value: a random 128-bit token (UUID v4) and the holder metadata.
-    pub(crate) fn new_value(&self, opts: &LockOptions) -> String {
+    pub(crate) fn new_value(&self, opts: &LockOptions) -> LockValue {
         self.shared.holder.mint(opts.key_template_value())
     }
 }

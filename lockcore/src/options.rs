@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// How long a lease lasts, how long `acquire` may wait for it, and how it retries.
 ///
@@ -82,7 +82,7 @@ impl LockOptions {
         }
     }
 
-    /// Sets the total wait budget of [`LockManager::acquire`](crate::LockManager::acquire),
+    /// Sets the total wait budget of [`LockManager::acquire`](crate::manager::LockManager::acquire),
     /// measured from the call. `Duration::ZERO` means exactly one attempt.
     pub fn wait(mut self, wait: Duration) -> Self {
         self.wait = wait;
@@ -109,7 +109,7 @@ impl LockOptions {
     /// `#[distributed_lock]`.
     ///
     /// Calling it is an explicit choice: in a manager's
-    /// [`default_options`](crate::LockManagerBuilder::default_options) it is what
+    /// [`default_options`](crate::builder::LockManagerBuilder::default_options) it is what
     /// `#[distributed_lock]` uses when the attribute has no `watchdog = ..` argument. The
     /// attribute's rule is: its own `watchdog` argument, else the manager's explicit choice,
     /// else on.
@@ -241,43 +241,9 @@ impl LockOptions {
         self.key_template
     }
 
-    pub(crate) fn backoff(&self) -> Backoff {
-        Backoff {
-            base: self.retry_base,
-            cap: self.retry_cap,
-            attempt: 0,
-        }
-    }
-}
-
-/// Whole milliseconds in `d`, saturating at `u64::MAX`.
-pub(crate) fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Exponential backoff with full jitter ("Exponential Backoff And Jitter", AWS Architecture
-/// Blog, 2015): sleep `n` is uniform in `1 ms ..= min(cap, base * 2^n)`.
-///
-/// The 1 ms floor keeps the number of attempts bounded by the wait budget.
-#[derive(Debug)]
-pub(crate) struct Backoff {
-    base: Duration,
-    cap: Duration,
-    attempt: u32,
-}
-
-impl Backoff {
-    /// The next sleep, before clamping to the wait budget or the holder's TTL.
-    pub(crate) fn next_delay(&mut self) -> Duration {
-        let ceiling = self
-            .base
-            .checked_mul(1u32.checked_shl(self.attempt).unwrap_or(u32::MAX))
-            .map_or(self.cap, |d| d.min(self.cap));
-        self.attempt = self.attempt.saturating_add(1);
-        let ceiling_us = u64::try_from(ceiling.as_micros())
-            .unwrap_or(u64::MAX)
-            .max(1_000);
-        Duration::from_micros(fastrand::u64(1_000..=ceiling_us))
+    /// The first backoff step.
+    pub(crate) fn retry_base_value(&self) -> Duration {
+        self.retry_base
     }
 }
 
@@ -336,35 +302,9 @@ mod tests {
                 .is_ok()
         );
     }
-
-    #[test]
-    fn backoff_has_jitter_and_respects_the_cap() {
-        let opts = LockOptions::default()
-            .retry_base(Duration::from_millis(10))
-            .retry_cap(Duration::from_millis(80));
-        let mut b = opts.backoff();
-        let delays: Vec<Duration> = (0..200).map(|_| b.next_delay()).collect();
-        assert!(delays.iter().all(|d| *d <= Duration::from_millis(80)));
-        assert!(delays.iter().all(|d| *d >= Duration::from_millis(1)));
-        // jitter: the capped tail is not a constant
-        let tail: std::collections::HashSet<_> = delays[10..].iter().collect();
-        assert!(
-            tail.len() > 50,
-            "expected random delays, got {} distinct",
-            tail.len()
-        );
-    }
-
-    #[test]
-    fn backoff_survives_huge_attempt_counts() {
-        let mut b = LockOptions::default().backoff();
-        for _ in 0..100 {
-            assert!(b.next_delay() <= Duration::from_secs(1));
-        }
-    }
 }
 
-/// Options and the backoff schedule, fuzzed (proptest, with shrinking).
+/// Options, fuzzed (proptest, with shrinking).
 #[cfg(test)]
 mod proptests {
     use proptest::prelude::*;
@@ -426,35 +366,5 @@ mod proptests {
             }
         }
 
-        /// Every delay is at least 1 ms (the attempts stay bounded by the wait budget) and at
-        /// most `min(cap, base * 2^n)`, for any valid base and cap and any number of attempts.
-        #[test]
-        fn backoff_delays_stay_within_the_exponential_ceiling(
-            base_ms in 1..5_000u64,
-            extra_ms in 0..5_000u64,
-            attempts in 1..80usize,
-        ) {
-            let base = Duration::from_millis(base_ms);
-            let cap = Duration::from_millis(base_ms + extra_ms);
-            let o = LockOptions::default().retry_base(base).retry_cap(cap);
-            prop_assert!(o.validate().is_ok());
-            let mut backoff = o.backoff();
-            for n in 0..attempts {
-                let ceiling = base
-                    .checked_mul(1u32.checked_shl(u32::try_from(n).unwrap_or(u32::MAX)).unwrap_or(u32::MAX))
-                    .map_or(cap, |d| d.min(cap))
-                    .max(Duration::from_millis(1));
-                let delay = backoff.next_delay();
-                prop_assert!(delay >= Duration::from_millis(1), "{:?}", delay);
-                prop_assert!(delay <= ceiling, "attempt {}: {:?} > {:?}", n, delay, ceiling);
-            }
-        }
-
-        #[test]
-        fn duration_ms_saturates(d in duration()) {
-            let ms = duration_ms(d);
-            prop_assert!(u128::from(ms) <= d.as_millis());
-            prop_assert!(ms == u64::MAX || u128::from(ms) == d.as_millis());
-        }
     }
 }

@@ -3,13 +3,13 @@
 use std::sync::Arc;
 
 use crate::backend::Backend;
-use crate::fencing::FencingCounter;
-use crate::holder::HolderStamp;
-use crate::live::LiveLeases;
+use crate::lease::live::LiveLeases;
+use crate::lease::watchdog::Watchdog;
 use crate::options::LockOptions;
-use crate::watchdog::Watchdog;
+use crate::protocol::fencing::FencingCounter;
+use crate::protocol::value::HolderStamp;
 
-/// The state behind a [`LockManager`](crate::LockManager). Guards hold it (not the manager), so
+/// The state behind a [`LockManager`](crate::manager::LockManager). Guards hold it (not the manager), so
 /// the public handle and the internals never call each other in a circle.
 pub(crate) struct Shared {
     pub(crate) backend: Backend,

@@ -153,7 +153,7 @@ async fn acquisitions_waits_handoffs_renewals_and_losses_are_recorded_by_templat
             .await
         })
     };
-    let (queue, _) = lockcore::holder::waiter_queue_keys("lock:", &format!("lock:{key}"));
+    let (queue, _) = lockcore::keyspace::waiter_queue_keys("lock:", &format!("lock:{key}"));
     while redis::cmd("LLEN")
         .arg(&queue)
         .query_async::<u64>(&mut raw)

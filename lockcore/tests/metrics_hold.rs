@@ -26,7 +26,7 @@ async fn a_handed_over_lock_is_held_from_the_guard_on() {
         LockOptions::new(Duration::from_secs(10)).wait(Duration::from_secs(5)),
         "waited:<n>",
     );
-    let (queue, _) = lockcore::holder::waiter_queue_keys("lock:", "lock:held");
+    let (queue, _) = lockcore::keyspace::waiter_queue_keys("lock:", "lock:held");
     for _ in 0..5 {
         let held = holder
             .acquire("held", &LockOptions::new(Duration::from_secs(10)))

@@ -1,6 +1,6 @@
 //! [`LockRecord`]: one lock as Redis holds it, read in one pipeline per key; [`IdemRecord`]:
 //! one idempotency record (`<prefix>__idem__{<tag>}rec:<key>`, or its running first call's
-//! lock `<prefix>__idem__{<tag>}lock:<key>`; see `lockcore::holder::idempotency_keys`).
+//! lock `<prefix>__idem__{<tag>}lock:<key>`; see `lockcore::keyspace::idempotency_keys`).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::conn::Target;
 use crate::error::CtlError;
 
-/// Who holds (or waits for) a lock, decoded from a lock value (see `lockcore::holder`).
+/// Who holds (or waits for) a lock, decoded from a lock value (see `lockcore::keyspace`).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub(crate) struct Holder {
     /// The random token at the start of the value (bytes that are not UTF-8 replaced by
@@ -30,7 +30,7 @@ impl Holder {
     /// Decodes a value (any bytes: it may have been written by something else). A bare token
     /// (older versions) or metadata that does not parse gives a holder with the token only.
     pub(crate) fn parse(value: &[u8]) -> Holder {
-        // As `lockcore::holder::split_value`, over bytes.
+        // As `lockcore::keyspace::split_value`, over bytes.
         let (token, meta) = match value.iter().position(|&b| b == b' ') {
             Some(space) => (&value[..space], Some(&value[space + 1..])),
             None => (value, None),
@@ -90,7 +90,7 @@ pub(crate) async fn read(
     // A key that is not UTF-8 is no lockcore lock: it has no waiter queue.
     let queues = std::str::from_utf8(key)
         .ok()
-        .map(|key| lockcore::holder::waiter_queue_keys(prefix, key));
+        .map(|key| lockcore::keyspace::waiter_queue_keys(prefix, key));
     // All keys share the lock key's slot, so one pipeline serves a cluster too.
     let mut pipe = redis::pipe();
     pipe.get(key).pttl(key);
@@ -125,7 +125,7 @@ pub(crate) async fn read(
             let token = waiter.split(|&b| b == b' ').next().unwrap_or_default();
             entries
                 .get(token)
-                .and_then(|entry| lockcore::holder::entry_deadline_ms(entry))
+                .and_then(|entry| lockcore::keyspace::entry_deadline_ms(entry))
                 .is_some_and(|deadline| deadline > server_now_ms)
         })
         .map(|waiter| Holder::parse(waiter))
@@ -166,7 +166,7 @@ pub(crate) async fn list(
                 idem_keys.insert(idem_key.to_owned());
                 continue;
             }
-            if lockcore::holder::is_auxiliary_key(prefix, text) {
+            if lockcore::keyspace::is_auxiliary_key(prefix, text) {
                 continue;
             }
         }
@@ -214,7 +214,7 @@ pub(crate) async fn inspect_idempotency(
 
 /// The idempotency key of a record key or of its lock key, prefix left out.
 pub(crate) fn idempotency_key<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
-    lockcore::holder::idempotency_key_of(prefix, key)
+    lockcore::keyspace::idempotency_key_of(prefix, key)
 }
 
 /// One idempotency record: `done` (stored) or `running` (its first call holds the lock and
@@ -258,7 +258,7 @@ pub(crate) async fn read_idempotency(
     idem_key: &str,
     with_value: bool,
 ) -> Result<Option<IdemRecord>, CtlError> {
-    let (record_key, lock_key) = lockcore::holder::idempotency_keys(prefix, idem_key);
+    let (record_key, lock_key) = lockcore::keyspace::idempotency_keys(prefix, idem_key);
     let (text, pttl): (Option<Vec<u8>>, i64) = redis::pipe()
         .get(&record_key)
         .pttl(&record_key)
@@ -317,7 +317,7 @@ pub(crate) async fn check_is_lock(
         "none" => Err(CtlError::NoSuchKey {
             key: key.to_owned(),
         }),
-        "string" if lockcore::holder::is_auxiliary_key(prefix, key) => Err(CtlError::NotALock {
+        "string" if lockcore::keyspace::is_auxiliary_key(prefix, key) => Err(CtlError::NotALock {
             key: key.to_owned(),
             found: "an auxiliary key of lockcore (fencing counter or waiter queue)".to_owned(),
         }),

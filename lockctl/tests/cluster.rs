@@ -3,7 +3,7 @@
 //!
 //! lockcore has no Cluster backend on this branch yet, so the locks are written the way the
 //! library writes them (`<token> <metadata JSON>`, waiter queue keys from
-//! `lockcore::holder::waiter_queue_keys`, in the lock key's slot).
+//! `lockcore::keyspace::waiter_queue_keys`, in the lock key's slot).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -105,7 +105,7 @@ async fn list_inspect_release_and_watch_on_a_cluster() {
         "keys should land on several primaries"
     );
     // A live waiter queued on order:1, as the acquire script queues it.
-    let (queue, entries) = lockcore::holder::waiter_queue_keys("lock:", "lock:order:1");
+    let (queue, entries) = lockcore::keyspace::waiter_queue_keys("lock:", "lock:order:1");
     let token = "11111111-1111-4111-8111-111111111111";
     let waiter = value(token, "waiter");
     let _: () = con.rpush(&queue, &waiter).await.expect("RPUSH");
@@ -228,10 +228,10 @@ async fn idempotency_records_on_a_cluster() {
 
 /// The record key of idempotency key `key` under the default prefix, as lockcore names it.
 fn rec(key: &str) -> String {
-    lockcore::holder::idempotency_keys("lock:", key).0
+    lockcore::keyspace::idempotency_keys("lock:", key).0
 }
 
 /// The lock key of idempotency key `key` (its running first call's lock).
 fn lck(key: &str) -> String {
-    lockcore::holder::idempotency_keys("lock:", key).1
+    lockcore::keyspace::idempotency_keys("lock:", key).1
 }

@@ -55,7 +55,7 @@ async fn control_characters_are_escaped_in_text_and_exact_in_json() {
         let got = waiter.acquire(HOSTILE, &opts(30_000)).await;
         (got, waiter)
     });
-    let (queue, _) = lockcore::holder::waiter_queue_keys("lock:", &full);
+    let (queue, _) = lockcore::keyspace::waiter_queue_keys("lock:", &full);
     let mut raw = server.connection().await;
     for _ in 0..500 {
         let n: usize = redis::cmd("LLEN")

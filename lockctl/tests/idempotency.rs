@@ -191,10 +191,10 @@ async fn a_long_record_is_cut_in_the_table_and_whole_in_json() {
 
 /// The record key of idempotency key `key` under the default prefix, as lockcore names it.
 fn rec(key: &str) -> String {
-    lockcore::holder::idempotency_keys("lock:", key).0
+    lockcore::keyspace::idempotency_keys("lock:", key).0
 }
 
 /// The lock key of idempotency key `key` (its running first call's lock).
 fn lck(key: &str) -> String {
-    lockcore::holder::idempotency_keys("lock:", key).1
+    lockcore::keyspace::idempotency_keys("lock:", key).1
 }

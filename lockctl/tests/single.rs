@@ -28,7 +28,7 @@ fn opts(wait_ms: u64) -> LockOptions {
 /// Waits until the waiter queue of `key` holds `n` entries (the waiter's own first attempt
 /// queued it): a condition polled, not a fixed sleep.
 async fn queued(con: &mut redis::aio::MultiplexedConnection, key: &str, n: usize) {
-    let (queue, _) = lockcore::holder::waiter_queue_keys("lock:", key);
+    let (queue, _) = lockcore::keyspace::waiter_queue_keys("lock:", key);
     for _ in 0..500 {
         let len: usize = con.llen(&queue).await.unwrap_or(0);
         if len >= n {

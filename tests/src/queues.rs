@@ -1,11 +1,11 @@
 //! Probes of the hand-off machinery's server-side state: waiter queues (`__waitq__` lists and
-//! `__waiters__` entry hashes, see `lockcore::holder::waiter_queue_keys`), wake-up channels and
+//! `__waiters__` entry hashes, see `lockcore::keyspace::waiter_queue_keys`), wake-up channels and
 //! pub/sub clients. Queue keys are found with `KEYS`.
 //!
 //! The planting helpers ([`plant_waiter`], [`plant_queued`], [`plant_typed`],
 //! [`plant_dead_queue`], [`waiter_entry`]) write well-formed, malformed and wrong-typed queue
 //! state by hand, for fuzzing. Everything this harness knows about the queue layout (beyond the
-//! names `lockcore::holder` gives) is in this file.
+//! names `lockcore::keyspace` gives) is in this file.
 
 use std::time::Duration;
 
@@ -57,7 +57,7 @@ pub async fn lrange(con: &mut MultiplexedConnection, key: &str) -> Vec<String> {
 /// The token (first word) of a lock value: a hand-over stores a waiter's queued value with its
 /// `acquired_at` stamped, so the holder is recognised by its token.
 pub fn token_of(value: &str) -> &str {
-    lockcore::holder::split_value(value).0
+    lockcore::keyspace::split_value(value).0
 }
 
 /// The token of the value at `key`, if any.
@@ -75,12 +75,12 @@ pub async fn server_now_ms(con: &mut MultiplexedConnection) -> u64 {
 /// Whether the waiter that queued `value` is live: its entry in `entries` (as returned by
 /// [`wait_queue_len`]) has a deadline ahead of the server's clock.
 pub async fn waiter_live(con: &mut MultiplexedConnection, entries: &str, value: &str) -> bool {
-    let token = lockcore::holder::split_value(value).0;
+    let token = lockcore::keyspace::split_value(value).0;
     let entry: Option<String> = query(con, &cmd(&["HGET", entries, token])).await;
     let now = server_now_ms(con).await;
     entry
         .as_deref()
-        .and_then(lockcore::holder::entry_deadline_ms)
+        .and_then(lockcore::keyspace::entry_deadline_ms)
         .is_some_and(|deadline| deadline > now)
 }
 
@@ -97,7 +97,7 @@ pub async fn plant_waiter(
     counter_key: &str,
     lease_ms: u64,
 ) {
-    let token = lockcore::holder::split_value(value).0;
+    let token = lockcore::keyspace::split_value(value).0;
     let deadline = server_now_ms(con).await + lease_ms;
     let entry = format!(
         "{deadline}|{ttl_ms}|1|500|{}|{counter_key}{channel}",
@@ -213,7 +213,7 @@ pub fn waiter_entry(ttl_ms: u64, seq: u64, channel: &str, counter_key: &str) -> 
 /// The waiter queue list and the entries hash of `lock_key` (full key) under the default
 /// prefix.
 pub fn queue_of(lock_key: &str) -> (String, String) {
-    lockcore::holder::waiter_queue_keys(lockcore::DEFAULT_KEY_PREFIX, lock_key)
+    lockcore::keyspace::waiter_queue_keys(lockcore::DEFAULT_KEY_PREFIX, lock_key)
 }
 
 /// Queues `value` for `lock_key` (at the back), with `entry` (any text, well-formed or not)
@@ -229,7 +229,7 @@ pub async fn plant_queued(
     let (queue, entries) = queue_of(lock_key);
     let _: i64 = query(con, &cmd(&["RPUSH", &queue, value])).await;
     if let Some(entry) = entry {
-        let token = lockcore::holder::split_value(value).0;
+        let token = lockcore::keyspace::split_value(value).0;
         let _: i64 = query(con, &cmd(&["HSET", &entries, token, entry])).await;
         let keep = lease_ms.max(1).to_string();
         let _: i64 = query(con, &cmd(&["PEXPIRE", &entries, &keep])).await;

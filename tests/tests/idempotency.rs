@@ -53,7 +53,7 @@ async fn place_order(
 
 /// The record key and lock key of an idempotency key under the default prefix.
 fn idem_keys(key: &str) -> (String, String) {
-    lockcore::holder::idempotency_keys(lockcore::DEFAULT_KEY_PREFIX, key)
+    lockcore::keyspace::idempotency_keys(lockcore::DEFAULT_KEY_PREFIX, key)
 }
 
 /// The twin: the same request without an idempotency key.

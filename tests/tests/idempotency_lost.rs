@@ -162,7 +162,7 @@ async fn without_the_stall_the_first_call_stores_and_everyone_gets_its_value() {
 
 /// The record key and lock key of an idempotency key under the default prefix.
 fn idem_keys(key: &str) -> (String, String) {
-    lockcore::holder::idempotency_keys(lockcore::DEFAULT_KEY_PREFIX, key)
+    lockcore::keyspace::idempotency_keys(lockcore::DEFAULT_KEY_PREFIX, key)
 }
 
 /// The lock is taken over while the body runs (the key now holds another holder's value), but

@@ -16,7 +16,7 @@ async fn manager_prefixed(server: &RedisServer, prefix: &str) -> LockManager {
 /// Every auxiliary name of a manager with prefix `lock:` (and `lock:sub:`), as a key that a
 /// manager with a shorter prefix could ask for.
 fn foreign_auxiliary_names() -> Vec<(&'static str, String, &'static str)> {
-    let (queue, waiters) = lockcore::holder::waiter_queue_keys("lock:sub:", "lock:sub:k");
+    let (queue, waiters) = lockcore::keyspace::waiter_queue_keys("lock:sub:", "lock:sub:k");
     vec![
         (
             "",
@@ -101,7 +101,7 @@ async fn twin_a_string_in_the_waiter_queue_is_destroyed_by_its_waiters() {
     let mut raw = server.connection().await;
     let b = manager(&server).await;
     let held = must_acquire(&b, "order:1", &opts(10_000, 0)).await;
-    let (queue, _) = lockcore::holder::waiter_queue_keys("lock:", held.key());
+    let (queue, _) = lockcore::keyspace::waiter_queue_keys("lock:", held.key());
     set_px(&mut raw, &queue, "a lock value", 60_000).await;
     let waiting = b
         .acquire(

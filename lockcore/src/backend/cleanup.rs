@@ -1,0 +1,96 @@
+//! The background clean-up of lock values that may be left on a node: a failed or dropped
+//! acquire's, a dropped guard's, a release that could not be sent.
+
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::time::Instant;
+
+use crate::backend::single::{BulkKey, Single};
+use crate::backend::{Backend, Kind};
+use crate::protocol::value::LockValue;
+use crate::util::defer::OnDrop;
+use crate::util::escape::Escaped;
+
+impl Backend {
+    /// Compare-and-delete of every token of `keys` at once; a release that fails is retried in
+    /// the background.
+    pub(super) async fn release_all_tokens(
+        &self,
+        single: &Single,
+        keys: &[BulkKey<'_>],
+        ttl: Duration,
+    ) {
+        let releases = keys.iter().map(|bulk| async move {
+            if let Err(cleanup) = single.release(bulk.key, bulk.value, None).await {
+                tracing::warn!(key = %Escaped(bulk.key), error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
+                self.spawn_release(bulk.key.to_owned(), bulk.value.clone(), ttl);
+            }
+        });
+        join_all(releases).await;
+    }
+
+    /// Spawns a bounded background compare-and-delete of `token` on `key`. If no runtime runs
+    /// it, the key is left to its TTL, and that is logged.
+    pub(crate) fn spawn_release(&self, key: String, value: LockValue, ttl: Duration) {
+        let backend = self.clone();
+        let left_to_ttl = {
+            let key = key.clone();
+            OnDrop::new(move || {
+                tracing::warn!(
+                    key = %Escaped(&key),
+                    "no runtime could run the release; the key expires with its TTL"
+                );
+            })
+        };
+        self.spawn(async move {
+            backend.release_with_retries(&key, &value, ttl).await;
+            left_to_ttl.disarm();
+        });
+    }
+
+    /// Compare-and-delete with retries, for background use. Redlock: every node is retried
+    /// until it has answered (a late or unreachable node may still hold the token). Gives up
+    /// once `ttl` has passed (the key has expired by then) or after 16 attempts, whichever
+    /// comes first.
+    async fn release_with_retries(&self, key: &str, value: &LockValue, ttl: Duration) {
+        let give_up_at = Instant::now() + ttl;
+        let mut delay = Duration::from_millis(10);
+        let mut pending: Vec<usize> = match &self.kind {
+            Kind::Single(_) => Vec::new(),
+            Kind::Redlock(redlock) => (0..redlock.len()).collect(),
+        };
+        for _ in 0..16 {
+            match &self.kind {
+                Kind::Single(single) => match single.release(key, value, None).await {
+                    Ok(_) => return,
+                    Err(err) => {
+                        tracing::debug!(key = %Escaped(key), error = %err, "background release failed; retrying");
+                    }
+                },
+                Kind::Redlock(redlock) => {
+                    pending = redlock
+                        .release_on(key, value.as_str(), &pending, give_up_at)
+                        .await;
+                    if pending.is_empty() {
+                        return;
+                    }
+                    tracing::debug!(
+                        key = %Escaped(key),
+                        nodes = pending.len(),
+                        "background release not answered by every node; retrying them"
+                    );
+                }
+            }
+            if Instant::now() + delay >= give_up_at {
+                break;
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(1));
+        }
+        tracing::warn!(
+            key = %Escaped(key),
+            "background release gave up; the key expires with its TTL"
+        );
+    }
+}

@@ -1,0 +1,383 @@
+//! [`Backend`]: the one place that knows whether a manager locks on a single node or on a
+//! Redlock quorum. It owns the connections, the scripts' error mapping, the clean-up policy of
+//! a failed attempt and the background releases; the manager, guards, waiters and the watchdog
+//! only call it.
+
+pub(crate) mod backoff;
+mod cleanup;
+pub(crate) mod handoff;
+pub(crate) mod redlock;
+pub(crate) mod renew;
+pub(crate) mod replicas;
+pub(crate) mod round_trip;
+pub(crate) mod single;
+pub(crate) mod topology;
+pub(crate) mod vote;
+pub(crate) mod waiting;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+
+use crate::backend::redlock::Redlock;
+use crate::backend::renew::RenewItem;
+use crate::backend::single::{BulkKey, Single, SinglePlan};
+use crate::backend::vote::{Released, Vote};
+use crate::error::LockError;
+use crate::options::LockOptions;
+use crate::protocol::messages::QueueTicket;
+use crate::protocol::value::LockValue;
+use crate::util::defer::OnDrop;
+use crate::util::escape::Escaped;
+use crate::util::time::validity;
+
+/// Where the locks live, and the runtime that background work falls back to. Cheap to clone
+/// (connections and the hand-off state are shared).
+#[derive(Clone)]
+pub(crate) struct Backend {
+    kind: Kind,
+    runtime: Handle,
+    /// Set by [`close`](Self::close): no acquire is made any more.
+    closed: Arc<AtomicBool>,
+}
+
+#[derive(Clone)]
+enum Kind {
+    Single(Single),
+    Redlock(Redlock),
+}
+
+/// The request of one acquire attempt.
+pub(crate) struct AttemptRequest<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) counter_key: &'a str,
+    pub(crate) value: &'a LockValue,
+    pub(crate) ttl: Duration,
+    /// Queue for hand-off (single node).
+    pub(crate) queue: Option<QueueTicket<'a>>,
+    /// The caller's wait budget ends here; clean-up never waits past it.
+    pub(crate) give_up_at: Option<Instant>,
+}
+
+impl Backend {
+    /// One node.
+    pub(crate) fn single(single: Single, runtime: Handle) -> Self {
+        Backend {
+            kind: Kind::Single(single),
+            runtime,
+            closed: Arc::default(),
+        }
+    }
+
+    /// Redlock over several nodes.
+    pub(crate) fn redlock(redlock: Redlock, runtime: Handle) -> Self {
+        Backend {
+            kind: Kind::Redlock(redlock),
+            runtime,
+            closed: Arc::default(),
+        }
+    }
+
+    /// How an acquire call with `opts` waits.
+    pub(crate) fn plan(&self, opts: &LockOptions) -> Plan<'_> {
+        match &self.kind {
+            Kind::Single(single) => match single.plan(opts) {
+                SinglePlan::Queue {
+                    handoff,
+                    starts_on_grant,
+                } => Plan::Queue {
+                    handoff,
+                    starts_on_grant,
+                },
+                // On one node the waiter queue knows a waiter by its token, so one value
+                // serves the whole call (a value that never queued is withdrawn harmlessly).
+                SinglePlan::Backoff => Plan::Backoff {
+                    value_per_call: true,
+                },
+            },
+            // A fresh value per attempt, so that a late clean-up of a failed attempt can never
+            // touch a later attempt's lock.
+            Kind::Redlock(_) => Plan::Backoff {
+                value_per_call: false,
+            },
+        }
+    }
+
+    /// [`LockError::Closed`] once [`close`](Self::close) was called.
+    pub(crate) fn ensure_open(&self) -> Result<(), LockError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(LockError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Rejects options this backend cannot honour, before any network call.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOptions`] under Redlock when the validity (ttl minus the drift
+    /// allowance) does not exceed the node timeout; [`LockError::Closed`] once closed.
+    pub(crate) fn check(&self, opts: &LockOptions) -> Result<(), LockError> {
+        self.ensure_open()?;
+        let ttl = opts.ttl();
+        let Kind::Redlock(redlock) = &self.kind else {
+            return Ok(());
+        };
+        let node_timeout = redlock.node_timeout(ttl);
+        if validity(ttl) > node_timeout {
+            return Ok(());
+        }
+        Err(LockError::InvalidOptions {
+            reason: format!(
+                "ttl is {ttl:?}; Redlock needs the validity (ttl minus the drift allowance of 1 % + 2 ms, here {:?}) to exceed the node timeout ({node_timeout:?})",
+                validity(ttl),
+            ),
+        })
+    }
+
+    /// One acquire attempt, started at `attempt_start`. Cancel-safe: dropped while a request
+    /// is in flight, it spawns a compare-and-delete of the token (the `SET` may have landed).
+    ///
+    /// # Errors
+    /// One node: [`LockError::Redis`] at any failure, or [`LockError::NotReplicated`], after a
+    /// compare-and-delete of the token (retried in the background if that fails too). Redlock:
+    /// [`LockError::QuorumUnreachable`], with the token released on all nodes in the
+    /// background.
+    pub(crate) async fn attempt(
+        &self,
+        request: &AttemptRequest<'_>,
+        attempt_start: Instant,
+    ) -> Result<Vote, LockError> {
+        let AttemptRequest {
+            key,
+            counter_key,
+            value,
+            ttl,
+            queue,
+            give_up_at,
+        } = *request;
+        let in_flight = OnDrop::new(|| {
+            tracing::debug!(key = %Escaped(key), "acquire dropped in flight; releasing its token");
+            self.spawn_release(key.to_owned(), value.clone(), ttl);
+        });
+        match &self.kind {
+            Kind::Single(single) => {
+                let vote = single
+                    .acquire(key, counter_key, value, ttl, queue.as_ref())
+                    .await;
+                let vote = match vote {
+                    Ok(vote) => Ok(vote),
+                    // Nothing ran, and a queued waiter keeps its place: its value stays its
+                    // identity in the queue, and its acquire call withdraws it when it ends.
+                    Err(err) if queue.is_some() && err.script_never_ran() => Err(err),
+                    Err(err) => {
+                        // The SET may have been applied even though its reply was lost.
+                        if let Err(cleanup) = single.release(key, value, None).await {
+                            tracing::warn!(key = %Escaped(key), error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
+                            self.spawn_release(key.to_owned(), value.clone(), ttl);
+                        }
+                        Err(err)
+                    }
+                };
+                in_flight.disarm();
+                vote
+            }
+            Kind::Redlock(redlock) => {
+                let vote = redlock.acquire(key, counter_key, value.as_str(), ttl).await;
+                let node_timeout = redlock.node_timeout(ttl);
+                // A win counts only with at least one node timeout of validity left, the
+                // margin that keeps fencing tokens increasing (`Redlock::raise_counters`).
+                let expired = attempt_start.elapsed() + node_timeout >= validity(ttl);
+                // `in_flight` stays armed through the clean-up below: an attempt dropped there
+                // still releases its token.
+                let outcome = match vote {
+                    Ok(won @ Vote::Won { .. }) if !expired => Ok(won),
+                    Ok(vote) => {
+                        // Some nodes may hold this attempt's token: take it back from all of
+                        // them. Wait at most one node timeout, and never past the wait budget;
+                        // a node still silent then gets the release in the background (it runs
+                        // after this attempt's `SET`: same connection).
+                        let limit = give_up_at.map_or(node_timeout, |at| {
+                            node_timeout.min(at.saturating_duration_since(Instant::now()))
+                        });
+                        let cleanup = redlock.release(key, value.as_str(), ttl);
+                        if tokio::time::timeout(limit, cleanup).await.is_err() {
+                            self.spawn_release(key.to_owned(), value.clone(), ttl);
+                        }
+                        Ok(match vote {
+                            Vote::Lost { holder_ttl } => Vote::Lost { holder_ttl },
+                            Vote::Won { .. } => Vote::Lost { holder_ttl: None },
+                        })
+                    }
+                    Err(err) => {
+                        // Some nodes may hold the token; clean up without waiting on the
+                        // unreachable ones.
+                        self.spawn_release(key.to_owned(), value.clone(), ttl);
+                        Err(err)
+                    }
+                };
+                in_flight.disarm();
+                outcome
+            }
+        }
+    }
+
+    /// The fast path of `acquire_many`: every key of `keys` in one script call, all or
+    /// nothing. `Ok(None)` when the fast path does not apply (Redlock, or a cluster where the
+    /// keys sit in more than one slot) or some key is held or has queued waiters; the caller
+    /// then acquires the keys one by one. Cancel-safe like [`attempt`](Self::attempt): dropped
+    /// in flight, it spawns a compare-and-delete of every token.
+    ///
+    /// # Errors
+    /// As [`attempt`](Self::attempt) on one node, after a compare-and-delete of every token.
+    pub(crate) async fn attempt_all(
+        &self,
+        keys: &[BulkKey<'_>],
+        ttl: Duration,
+    ) -> Result<Option<Vec<u64>>, LockError> {
+        let Kind::Single(single) = &self.kind else {
+            return Ok(None);
+        };
+        if !single.takes_together(keys) {
+            return Ok(None);
+        }
+        let in_flight = OnDrop::new(|| {
+            tracing::debug!(
+                keys = keys.len(),
+                "acquire of several keys dropped in flight; releasing its tokens"
+            );
+            for bulk in keys {
+                self.spawn_release(bulk.key.to_owned(), bulk.value.clone(), ttl);
+            }
+        });
+        let taken = match single.acquire_all(keys, ttl).await {
+            // A re-sent call (cluster) may find the keys its first run set: take them back.
+            Ok(None) if single.resends_commands() => {
+                self.release_all_tokens(single, keys, ttl).await;
+                Ok(None)
+            }
+            Ok(taken) => Ok(taken),
+            Err(err) => {
+                // Some SETs may have been applied even though the reply was lost.
+                self.release_all_tokens(single, keys, ttl).await;
+                Err(err)
+            }
+        };
+        in_flight.disarm();
+        taken
+    }
+
+    /// Compare-and-delete of `value` (one node: with hand-off to the first live waiter, which
+    /// also withdraws `value` from the waiter queue; a key found missing before `deadline` is
+    /// counted deleted where a command may have been re-sent). Redlock reports
+    /// [`Released::HeldByOther`] when the token was on fewer than a quorum, and
+    /// [`Released::Unconfirmed`] when nodes that did not answer in time decide (see
+    /// [`Redlock::release`]).
+    ///
+    /// # Errors
+    /// One node: [`LockError::Redis`]. Redlock: [`LockError::QuorumUnreachable`] when fewer
+    /// than a quorum of nodes answered.
+    pub(crate) async fn release(
+        &self,
+        key: &str,
+        value: &LockValue,
+        ttl: Duration,
+        deadline: Option<Instant>,
+    ) -> Result<Released, LockError> {
+        match &self.kind {
+            Kind::Single(single) => Ok(single.release(key, value, deadline).await?),
+            Kind::Redlock(redlock) => redlock.release(key, value.as_str(), ttl).await,
+        }
+    }
+
+    /// `items` split into the groups that are renewed independently, one
+    /// [`renew`](Self::renew) call each: one per cluster slot (see [`Single::renewal_groups`]),
+    /// otherwise one. Under Redlock one group, which [`renew`](Self::renew) sends to every node
+    /// in parallel, each bounded by the node timeout. Every item lands in exactly one group.
+    pub(crate) fn renewal_groups<T>(
+        &self,
+        items: Vec<T>,
+        key_of: impl Fn(&T) -> &str,
+    ) -> Vec<Vec<T>> {
+        match &self.kind {
+            Kind::Single(single) => single.renewal_groups(items, key_of),
+            Kind::Redlock(_) => vec![items],
+        }
+    }
+
+    /// Compare-and-`PEXPIRE` of every `(key, token, ttl)` of one
+    /// [`renewal_groups`](Self::renewal_groups) group, in one script call per node. Entry `i`
+    /// is `true` when lease `i` was renewed (Redlock: on a quorum), `false` when its key is gone
+    /// or not its own.
+    ///
+    /// # Errors
+    /// As [`release`](Self::release).
+    pub(crate) async fn renew(&self, leases: &[RenewItem<'_>]) -> Result<Vec<bool>, LockError> {
+        match &self.kind {
+            Kind::Single(single) => single.renew(leases).await,
+            Kind::Redlock(redlock) => redlock.renew(leases).await,
+        }
+    }
+
+    /// An extend of one lease: [`renew`](Self::renew), followed on one node by `WAIT` when
+    /// the manager waits for replicas. `Ok(true)` when it was renewed.
+    ///
+    /// # Errors
+    /// As [`renew`](Self::renew), and [`LockError::NotReplicated`].
+    pub(crate) async fn extend(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<bool, LockError> {
+        match &self.kind {
+            Kind::Single(single) => single.extend(key, token, ttl).await,
+            Kind::Redlock(redlock) => {
+                Ok(redlock.renew(&[(key, token, ttl)]).await?.first() == Some(&true))
+            }
+        }
+    }
+
+    /// Spawns `task` by the crate's one policy (see `spawn`).
+    pub(crate) fn spawn<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        crate::util::spawn::background(&self.runtime, task);
+    }
+
+    /// Stops the background work that outlives the guards (the manager is closed): the
+    /// hand-off listener, and the Sentinel fail-over subscription; later acquires fail with
+    /// [`LockError::Closed`].
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        if let Kind::Single(single) = &self.kind {
+            single.close();
+        }
+    }
+}
+
+impl Backend {
+    /// Every node, for data that lives beside the locks (idempotency records).
+    #[cfg(feature = "idempotency")]
+    pub(crate) fn nodes(&self) -> Vec<crate::transport::node::Node> {
+        match &self.kind {
+            Kind::Single(single) => vec![single.node().clone()],
+            Kind::Redlock(redlock) => redlock.nodes().to_vec(),
+        }
+    }
+}
+
+/// How an acquire call waits between its attempts (see `waiting`).
+pub(crate) enum Plan<'a> {
+    /// In the fair queue of one node, handed the lock by a release (one value per call).
+    Queue {
+        handoff: &'a Arc<crate::backend::handoff::Handoff>,
+        /// Whether a grant's wake-up alone starts the holder.
+        starts_on_grant: bool,
+    },
+    /// With backoff and full jitter; one value per call, or one per attempt.
+    Backoff { value_per_call: bool },
+}

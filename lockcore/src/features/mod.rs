@@ -1,0 +1,8 @@
+//! What builds on the lock manager: several keys at once, reentrancy, idempotency records, and
+//! fenced resources.
+
+pub(crate) mod fenced;
+#[cfg(feature = "idempotency")]
+pub(crate) mod idempotency;
+pub(crate) mod multi;
+pub(crate) mod reentrancy;
