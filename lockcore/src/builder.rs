@@ -110,6 +110,23 @@ where
     urls.into_iter().map(|u| u.as_ref().to_owned()).collect()
 }
 
+impl LockManager {
+    /// Connects to one Redis node with the default options (prefix `"lock:"`, ttl 30 s,
+    /// wait 5 s). Same as `LockManager::builder().url(url).build().await`.
+    ///
+    /// # Errors
+    /// [`LockError::Redis`] when the URL is malformed or the node cannot be reached within the
+    /// connection timeout (1 s by default).
+    pub async fn connect(url: &str) -> Result<LockManager, LockError> {
+        LockManager::builder().url(url).build().await
+    }
+
+    /// A builder for a manager with a custom prefix, default options or timeouts.
+    pub fn builder() -> LockManagerBuilder {
+        LockManagerBuilder::default()
+    }
+}
+
 impl LockManagerBuilder {
     /// One Redis node, as a `redis://` or `rediss://` URL.
     pub fn url(mut self, url: impl Into<String>) -> Self {

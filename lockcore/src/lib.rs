@@ -20,7 +20,9 @@ pub mod __private;
 
 pub use builder::LockManagerBuilder;
 pub use error::LockError;
-pub use features::fenced::{FenceError, FenceGate, FencedRedis, StaleWrite};
+pub use features::fenced::gate::FenceGate;
+pub use features::fenced::redis::FencedRedis;
+pub use features::fenced::stale::{FenceError, StaleWrite};
 #[cfg(feature = "idempotency")]
 pub use features::idempotency::Idempotency;
 pub use features::multi::MultiGuard;

@@ -8,7 +8,6 @@ use tracing::Instrument;
 use crate::backend::AttemptRequest;
 use crate::backend::vote::Vote;
 use crate::backend::waiting::{Progress, Request, Won};
-use crate::builder::LockManagerBuilder;
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::lease::state::{Lease, LeaseStatus};
@@ -68,21 +67,6 @@ impl LockManager {
         LockManager {
             shared: Arc::new(shared),
         }
-    }
-
-    /// Connects to one Redis node with the default options (prefix `"lock:"`, ttl 30 s,
-    /// wait 5 s). Same as `LockManager::builder().url(url).build().await`.
-    ///
-    /// # Errors
-    /// [`LockError::Redis`] when the URL is malformed or the node cannot be reached within the
-    /// connection timeout (1 s by default).
-    pub async fn connect(url: &str) -> Result<LockManager, LockError> {
-        LockManager::builder().url(url).build().await
-    }
-
-    /// A builder for a manager with a custom prefix, default options or timeouts.
-    pub fn builder() -> LockManagerBuilder {
-        LockManagerBuilder::default()
     }
 
     /// The prefix put before every key, e.g. `"lock:"`.
@@ -315,7 +299,7 @@ impl LockManager {
 
     /// Every node, for data that lives beside the locks (idempotency records).
     #[cfg(feature = "idempotency")]
-    pub(crate) fn data_nodes(&self) -> Vec<crate::transport::node::Node> {
+    pub(crate) fn data_nodes(&self) -> crate::backend::DataNodes {
         self.shared.backend.nodes()
     }
 

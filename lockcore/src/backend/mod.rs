@@ -362,12 +362,26 @@ impl Backend {
 impl Backend {
     /// Every node, for data that lives beside the locks (idempotency records).
     #[cfg(feature = "idempotency")]
-    pub(crate) fn nodes(&self) -> Vec<crate::transport::node::Node> {
+    pub(crate) fn nodes(&self) -> DataNodes {
         match &self.kind {
-            Kind::Single(single) => vec![single.node().clone()],
-            Kind::Redlock(redlock) => redlock.nodes().to_vec(),
+            Kind::Single(single) => DataNodes {
+                nodes: vec![single.node().clone()],
+                quorum: 1,
+            },
+            Kind::Redlock(redlock) => DataNodes {
+                nodes: redlock.nodes().to_vec(),
+                quorum: redlock.quorum(),
+            },
         }
     }
+}
+
+/// The nodes that data beside the locks lives on, and how many of them make it stored: one of
+/// one, or Redlock's quorum.
+#[cfg(feature = "idempotency")]
+pub(crate) struct DataNodes {
+    pub(crate) nodes: Vec<crate::transport::node::Node>,
+    pub(crate) quorum: usize,
 }
 
 /// How an acquire call waits between its attempts (see `waiting`).

@@ -45,6 +45,7 @@ use tokio::time::Instant;
 use crate::backend::renew::{RenewItem, renew_on};
 use crate::backend::vote::{Released, Vote};
 use crate::error::LockError;
+use crate::protocol::call::Call;
 use crate::protocol::scripts;
 use crate::transport::node::Node;
 use crate::util::time::duration_ms;
@@ -136,7 +137,7 @@ impl Redlock {
             ttl,
             |_| true,
             |mut node| async move {
-                scripts::Call::new(
+                Call::new(
                     &scripts::ACQUIRE,
                     2,
                     4,
@@ -239,7 +240,7 @@ impl Redlock {
             ttl,
             |index| minted[index].is_some_and(|fence| fence != fencing_token),
             |mut node| async move {
-                scripts::Call::new(&scripts::RAISE_COUNTER, 1, 2, counter_key.len())
+                Call::new(&scripts::RAISE_COUNTER, 1, 2, counter_key.len())
                     .arg(counter_key)
                     .arg(fencing_token)
                     .invoke::<i64>(&mut node)
@@ -282,7 +283,7 @@ impl Redlock {
             ttl,
             |_| true,
             |mut node| async move {
-                scripts::Call::new(&scripts::RELEASE, 1, 2, key.len() + token.len())
+                Call::new(&scripts::RELEASE, 1, 2, key.len() + token.len())
                     .arg(key)
                     .arg(token)
                     .invoke::<i64>(&mut node)

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::protocol::call::Call;
 use crate::protocol::scripts;
 use crate::transport::node::Node;
 use crate::util::time::duration_ms;
@@ -16,7 +17,7 @@ pub(crate) type RenewItem<'a> = (&'a str, &'a str, Duration);
 /// token or another type. On Redis Cluster every key must sit in one slot.
 ///
 /// # Errors
-/// The call's error (explained by [`scripts::explain`]), or a client error when the reply does
+/// The call's error (explained by [`explain`](crate::protocol::explain::explain)), or a client error when the reply does
 /// not have one entry per lease.
 pub(crate) async fn renew_on(
     node: &mut Node,
@@ -26,7 +27,7 @@ pub(crate) async fn renew_on(
         .iter()
         .map(|(key, token, _)| key.len() + token.len() + 20)
         .sum();
-    let mut call = scripts::Call::new(&scripts::RENEW, leases.len(), leases.len() * 3, bytes);
+    let mut call = Call::new(&scripts::RENEW, leases.len(), leases.len() * 3, bytes);
     for (key, _, _) in leases {
         call.arg(*key);
     }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use redis::{FromRedisValue, Pipeline, Value};
 
 use crate::error::LockError;
-use crate::protocol::scripts;
+use crate::protocol::call::Call;
+use crate::protocol::explain::explain;
 use crate::transport::node::Node;
 use crate::util::time::duration_ms;
 
@@ -28,11 +29,11 @@ impl WaitForReplicas {
     ///
     /// # Errors
     /// [`LockError::Redis`] when the pipeline, the script or `WAIT` failed (an ACL refusal in
-    /// the script is [`explain`](scripts::explain)ed).
+    /// the script is [`explain`](crate::protocol::explain::explain)ed).
     pub(crate) async fn invoke<T: FromRedisValue>(
         &self,
         node: &Node,
-        call: &scripts::Call<'_>,
+        call: &Call<'_>,
         key: &str,
     ) -> Result<(T, usize), LockError> {
         let (script, cmd) = call.parts();
@@ -59,7 +60,7 @@ impl WaitForReplicas {
         let reply = reply
             .extract_error()
             .and_then(|reply| T::from_redis_value(reply).map_err(redis::RedisError::from))
-            .map_err(|error| scripts::explain(script, error))?;
+            .map_err(|error| explain(script, error))?;
         let acked = acked
             .extract_error()
             .and_then(|acked| usize::from_redis_value(acked).map_err(redis::RedisError::from))?;

@@ -10,10 +10,10 @@ use tokio::time::Instant;
 use crate::backend::handoff::Handoff;
 use crate::backend::renew::{RenewItem, renew_on};
 use crate::backend::replicas::WaitForReplicas;
-use crate::backend::topology::Settings;
 use crate::backend::vote::{Released, Vote};
 use crate::error::LockError;
 use crate::options::LockOptions;
+use crate::protocol::call::{Call, preload_on};
 use crate::protocol::fencing::FencingCounter;
 use crate::protocol::keyspace;
 use crate::protocol::messages::QueueTicket;
@@ -76,18 +76,20 @@ impl Single {
     /// window and entry lease).
     pub(crate) async fn open(
         node: Node,
-        settings: &Settings,
+        key_prefix: String,
         fencing_counter: FencingCounter,
+        replicas: Option<WaitForReplicas>,
+        response_timeout: Duration,
         runtime: &Handle,
     ) -> Self {
         let handoff = Arc::new(Handoff::new(
             node.subscriber(),
-            keyspace::wake_channel(&settings.key_prefix),
+            keyspace::wake_channel(&key_prefix),
             runtime.clone(),
-            settings.connect.response_timeout,
+            response_timeout,
         ));
         let started = Instant::now();
-        match scripts::preload_on(&mut node.clone()).await {
+        match preload_on(&mut node.clone()).await {
             Ok(()) => handoff.record_round_trip(started.elapsed()),
             // They load on first use instead (`NOSCRIPT`).
             Err(err) => tracing::debug!(error = %err, "could not preload the lock scripts"),
@@ -97,9 +99,9 @@ impl Single {
         Single {
             node,
             handoff,
-            key_prefix: settings.key_prefix.clone(),
+            key_prefix,
             fencing_counter,
-            replicas: settings.replicas,
+            replicas,
         }
     }
 
@@ -145,7 +147,7 @@ impl Single {
             + entries_key.len()
             + value.as_str().len()
             + ticket.len();
-        let mut call = scripts::Call::new(&scripts::ACQUIRE_QUEUED, 4, 7, bytes);
+        let mut call = Call::new(&scripts::ACQUIRE_QUEUED, 4, 7, bytes);
         call.arg(key)
             .arg(counter_key)
             .arg(&queue_key)
@@ -206,7 +208,7 @@ impl Single {
                 bulk.key.len() + bulk.counter_key.len() + queue.len() + bulk.value.as_str().len()
             })
             .sum::<usize>();
-        let mut call = scripts::Call::new(
+        let mut call = Call::new(
             &scripts::ACQUIRE_ALL,
             3 * keys.len(),
             4 * keys.len() + 1,
@@ -261,7 +263,7 @@ impl Single {
         let (queue, entries) = keyspace::waiter_queue_keys(&self.key_prefix, key);
         let counter = keyspace::counter_key(&self.key_prefix, key, self.fencing_counter);
         let bytes = key.len() + counter.len() + queue.len() + entries.len() + value.as_str().len();
-        let reply = scripts::Call::new(&scripts::RELEASE_HANDOFF, 4, 5, bytes)
+        let reply = Call::new(&scripts::RELEASE_HANDOFF, 4, 5, bytes)
             .arg(key)
             .arg(&counter)
             .arg(&queue)
@@ -320,7 +322,7 @@ impl Single {
         let Some(replicas) = &self.replicas else {
             return Ok(self.renew(&[(key, token, ttl)]).await?.first() == Some(&true));
         };
-        let mut call = scripts::Call::new(&scripts::RENEW, 1, 3, key.len() + token.len());
+        let mut call = Call::new(&scripts::RENEW, 1, 3, key.len() + token.len());
         call.arg(key).arg(token).arg(duration_ms(ttl));
         let (renewed, acked): (Vec<i64>, usize) = replicas.invoke(&self.node, &call, key).await?;
         let extended = renewed.first() == Some(&1);

@@ -108,7 +108,15 @@ impl Topology {
             settings.fencing_counter,
             matches!(self, Topology::Cluster(_)),
         )?;
-        let single = Single::open(node, settings, counter, &runtime).await;
+        let single = Single::open(
+            node,
+            settings.key_prefix.clone(),
+            counter,
+            settings.replicas,
+            options.response_timeout,
+            &runtime,
+        )
+        .await;
         Ok((Backend::single(single, runtime), counter))
     }
 }

@@ -4,55 +4,35 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures_util::future::join_all;
-use once_cell::sync::Lazy;
-use redis::Script;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::Idempotency;
+use crate::backend::DataNodes;
 use crate::error::LockError;
 use crate::guard::LockGuard;
+use crate::protocol::call::Call;
+use crate::protocol::scripts::WRITE_IF_HELD;
 use crate::transport::node::Node;
 use crate::util::time::duration_ms;
-
-/// Writes a record only while its lock holds the writer's lock value, in one script: a call
-/// whose lease ended (and whose lock another call may hold now) never stores.
-///
-/// - `KEYS[1]` the record's lock key, `KEYS[2]` the record key (both in one cluster slot:
-///   `key::idempotency_keys`)
-/// - `ARGV[1]` the writer's lock value, `ARGV[2]` the record (JSON), `ARGV[3]` its TTL in ms
-///
-/// Returns 1 when the lock key held `ARGV[1]` and the record was set (`SET .. PX`), 0 when it
-/// was missing or held another value or type (nothing was written).
-static WRITE_IF_HELD: Lazy<Script> = Lazy::new(|| {
-    Script::new(
-        r"
-local holder = redis.pcall('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-  return 1
-end
-if type(holder) == 'table' and not (holder.err and string.find(holder.err, 'WRONGTYPE', 1, true)) then
-  error(holder)
-end
-return 0
-",
-    )
-});
 
 /// Where records live: every node of the manager (one, or Redlock's N).
 pub(super) struct Store {
     nodes: Vec<Node>,
+    quorum: usize,
 }
 
 impl Store {
-    pub(super) fn new(nodes: Vec<Node>) -> Self {
-        Store { nodes }
+    pub(super) fn new(data: DataNodes) -> Self {
+        Store {
+            nodes: data.nodes,
+            quorum: data.quorum,
+        }
     }
 
-    /// N/2 + 1 of the N nodes (1 of 1).
+    /// How many nodes make a record stored: one of one, or Redlock's quorum.
     fn quorum(&self) -> usize {
-        self.nodes.len() / 2 + 1
+        self.quorum
     }
 
     /// The stored value, if there is a record: on one node, the node's record; under Redlock,
@@ -127,13 +107,14 @@ impl Store {
         let writes = self.nodes.iter().cloned().map(|mut node| {
             let text = &text;
             async move {
-                WRITE_IF_HELD
-                    .key(guard.key())
-                    .key(record_key)
-                    .arg(guard.stored_value())
+                let bytes = guard.key().len() + record_key.len() + text.len() + 64;
+                Call::new(&WRITE_IF_HELD, 2, 5, bytes)
+                    .arg(guard.key())
+                    .arg(record_key)
+                    .arg(guard.token())
                     .arg(text)
                     .arg(ttl_ms)
-                    .invoke_async::<i64>(&mut node)
+                    .invoke::<i64>(&mut node)
                     .await
             }
         });

@@ -1,0 +1,98 @@
+-- Acquire on a single node, fair and with hand-off: acquire.lua that honours the waiter queue
+-- (see hand_over.lua for the keys and the queue's layout).
+--
+-- KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] waiter queue, KEYS[4] waiter entries
+-- ARGV[1] lock value, ARGV[2] ttl in ms, ARGV[3] the ticket
+--   '<mode> <seq> <claim_ms> <lease_ms> <channel>': the mode (below), this attempt's sequence
+--   number (echoed by a grant), the claim window of a lock handed to this waiter and how long
+--   its entry lives without a re-check (both from the caller's round trip), and the channel
+--   that wakes this waiter
+-- Modes:
+--   1, the first attempt of a waiting acquire: SET NX PX GET, plus the fencing INCR when it set
+--      the key: a free key pays for no queue check. A release keeps the key set while anyone
+--      is queued (it hands over instead of deleting), so a free key with live waiters only
+--      follows an expired lease; a newcomer may then take it once, ahead of them. When held:
+--      queue up (entry, RPUSH, the queue keys' PEXPIRE) and read the holder's PTTL, so that a
+--      waiter wakes when a holder that died would have released.
+--   2, a queued waiter's re-check: acquired when the key holds this waiter's token (a grant
+--      whose wake-up was missed); when the key is free, the first live waiter has the turn
+--      (this one: acquired; another: handed over to it); otherwise refresh the entry (queue up
+--      again, at the back, if it is gone or past its deadline: the waiter was presumed dead).
+--   0, one attempt that never queues: a free key is taken only when no live waiter is queued
+--      (dead heads are dropped).
+-- Reply: {1, fencing_token} when acquired with the value as sent; {1, fencing_token,
+-- stored_value} when acquired with the value Redis holds stamped (a re-check that took the key
+-- or found its grant); {0, pttl_ms} when not (0 when the key is free but a waiter has the
+-- turn); {-1, type} when the lock key holds another type than a string.
+--
+-- The free-key fast path runs before any helper is defined: defining them costs each call.
+local old
+if string.byte(ARGV[3]) == 49 then
+  old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+  if not old then
+    if KEYS[2] == KEYS[1] then return {1, 0} end
+    local n = redis.call('INCR', KEYS[2])
+    if n >= 9007199254740992 then n = redis.call('GET', KEYS[2]) end
+    return {1, n}
+  end
+end
+-- @include value_of
+-- @include fencing
+-- @include not_a_lock
+-- @include queue
+-- @include hand_over
+local mode, seq, claim, lease, channel = string.match(ARGV[3], '^(%d) (%d+) (%d+) (%d+) (.*)$')
+if not mode then return redis.error_reply('ERR malformed lockcore acquire ticket') end
+local token = token_of(ARGV[1])
+local holder = old
+if mode ~= '1' then holder = redis.pcall('GET', KEYS[1]) end
+if type(holder) == 'table' then return not_a_lock(holder) end
+if owns(holder, token) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, mint(KEYS[2]), holder}
+end
+local now = now_ms()
+if not holder then
+  if mode == '0' then
+    local head = queue('LINDEX', KEYS[3], 0)
+    for _ = 1, @HAND_OVER_STEPS@ do
+      if not head then break end
+      local entry = queue('HGET', KEYS[4], token_of(head))
+      local deadline = entry and string.match(entry, '^(%d+)|')
+      if deadline and tonumber(deadline) > now then return {0, 0} end
+      queue('LPOP', KEYS[3])
+      if entry then queue('HDEL', KEYS[4], token_of(head)) end
+      head = queue('LINDEX', KEYS[3], 0)
+    end
+    if head then return {0, 0} end
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return {1, mint(KEYS[2])}
+  end
+  local given = hand_over(queue('LPOP', KEYS[3]), token, now)
+  if given == true or not given then
+    queue('HDEL', KEYS[4], token)
+    local stored = stamp(ARGV[1], now)
+    redis.call('SET', KEYS[1], stored, 'PX', ARGV[2])
+    return {1, mint(KEYS[2]), stored}
+  end
+end
+if mode == '0' then return {0, redis.call('PTTL', KEYS[1])} end
+local entry = decimal(now + tonumber(lease)) .. '|' .. ARGV[2] .. '|' .. seq .. '|' .. claim .. '|' .. #KEYS[2] .. '|' .. KEYS[2] .. channel
+-- A re-check whose entry is gone or lapsed was presumed dead: it queues again, at the back.
+local lapsed = true
+if mode == '2' then
+  local before = queue('HGET', KEYS[4], token)
+  local deadline = before and string.match(before, '^(%d+)|')
+  lapsed = not (deadline and tonumber(deadline) > now)
+end
+if queue('HSET', KEYS[4], token, entry) == false then queue('HSET', KEYS[4], token, entry) end
+if lapsed then
+  if mode == '2' then queue('LREM', KEYS[3], 0, ARGV[1]) end
+  queue('RPUSH', KEYS[3], ARGV[1])
+end
+-- The queue keys expire on their own once no waiter refreshes them.
+local keep = math.max(@QUEUE_TTL_FLOOR_MS@, 4 * tonumber(lease))
+redis.call('PEXPIRE', KEYS[3], keep)
+redis.call('PEXPIRE', KEYS[4], keep)
+if not holder then return {0, 0} end
+return {0, redis.call('PTTL', KEYS[1])}

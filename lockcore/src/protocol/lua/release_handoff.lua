@@ -1,0 +1,39 @@
+-- Release on a single node, with direct grant: compare-and-delete, except that when a live
+-- waiter is queued the key is handed to it instead (see hand_over.lua): its lease, its fencing
+-- token and its wake-up come from this one call. A value that does not hold the key (a waiter
+-- that gives up) withdraws from the queue instead.
+--
+-- KEYS[1] lock key, KEYS[2] the caller's fencing counter, KEYS[3] waiter queue, KEYS[4] waiter
+-- entries
+-- ARGV[1] lock value (the holder is recognised by its token, the value's first word: a
+-- hand-over stamps the rest)
+-- Reply: 1 when the key held the value (and was deleted or handed over), 0 when the key was
+-- missing, -1 when it holds another value (another holder's token, or another type).
+--
+-- A lock handed to a waiter lives its claim window (at most the waiter's TTL) until its new
+-- holder's first renewal sets the full TTL, so a waiter that died while queued holds the others
+-- up for at most that long. With nobody queued this is GET, LPOP (nothing) and DEL; that fast
+-- path runs before any helper is defined.
+local holder = redis.pcall('GET', KEYS[1])
+local token = string.match(ARGV[1], '^[^ ]*')
+if type(holder) == 'string' and string.sub(holder, 1, #token) == token
+  and (#holder == #token or string.byte(holder, #token + 1) == 32) then
+  local head = redis.pcall('LPOP', KEYS[3])
+  if not head then return redis.call('DEL', KEYS[1]) end
+  -- @include value_of
+  -- @include fencing
+  -- @include queue
+  -- @include hand_over
+  if type(head) == 'table' then head = queue('LPOP', KEYS[3]) end
+  local given = hand_over(head, false, now_ms())
+  if not given or given == 'recheck' then redis.call('DEL', KEYS[1]) end
+  return 1
+end
+-- @include queue
+if type(holder) == 'table' then
+  if not (holder.err and string.find(holder.err, 'WRONGTYPE', 1, true)) then error(holder) end
+  holder = ''
+end
+queue('HDEL', KEYS[4], token)
+queue('LREM', KEYS[3], 0, ARGV[1])
+return holder and -1 or 0
