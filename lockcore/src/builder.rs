@@ -214,6 +214,7 @@ impl LockManagerBuilder {
     /// [`build`](Self::build) refuses PEM that holds no certificate, or one that does not parse
     /// ([`LockError::InvalidOptions`]).
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls.root_ca_pem = Some(pem.into());
         self
@@ -224,6 +225,7 @@ impl LockManagerBuilder {
     /// without a valid certificate, or a key PEM without a private key
     /// ([`LockError::InvalidOptions`]).
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_client_cert_pem(
         mut self,
         cert_pem: impl Into<Vec<u8>>,
