@@ -430,7 +430,7 @@ return holder and -1 or 0
     ))
 });
 
-/// Release: compare-and-delete, as in the seeds and the Redis `SET` documentation.
+/// Release: compare-and-delete, as in the Redis `SET` documentation's lock pattern.
 ///
 /// - `KEYS[1]` lock key; `ARGV[1]` the lock value (or its token, its first word)
 ///
@@ -621,7 +621,7 @@ fn commands_of(script: &Script) -> &'static str {
 }
 
 /// `error` from invoking `script`, with the script's commands named when the ACL refused one
-/// of them (see the README's ACL rule).
+/// of them (see the ACL rule in the guide, `docs/src/topologies.md`).
 pub(crate) fn explain(script: &Script, error: redis::RedisError) -> redis::RedisError {
     let text = error.to_string();
     // Redis 7.0: "... can't run this command ..."; Valkey 8: "ACL failure in script: user .. has
@@ -631,7 +631,7 @@ pub(crate) fn explain(script: &Script, error: redis::RedisError) -> redis::Redis
             redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
             "NOPERM: the ACL user may not use a lockcore key or channel",
             format!(
-                "every key and channel lockcore uses is under the manager's prefix: grant `~<prefix>*` and `&<prefix>*` as in lockcore's README (\"ACL\"). Redis said: {text}"
+                "every key and channel lockcore uses is under the manager's prefix: grant `~<prefix>*` and `&<prefix>*` as in lockcore's guide (\"Topologies\", \"ACL\"). Redis said: {text}"
             ),
         ));
     }
@@ -642,7 +642,7 @@ pub(crate) fn explain(script: &Script, error: redis::RedisError) -> redis::Redis
         redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
         "NOPERM: the ACL user may not run a command of a lockcore script",
         format!(
-            "the script runs {}; grant them as in lockcore's README (\"ACL\"). Redis said: {text}",
+            "the script runs {}; grant them as in lockcore's guide (\"Topologies\", \"ACL\"). Redis said: {text}",
             commands_of(script)
         ),
     ))
