@@ -1,4 +1,4 @@
-//! The targets table (issue 11): each target with its figure from this run, met or missed.
+//! The targets table: each target with its figure from this run, met or missed.
 //! What each target is checked against is in `benches/README.md`, "Targets".
 
 use std::time::Duration;
@@ -13,7 +13,7 @@ use crate::stats::{delta, fmt_dur, fmt_rate};
 use crate::table::Table;
 use lockcore_tests::stats::jain;
 
-/// B5's figures for lockcore's default at 1,000 locks in the run before issue 11 (RESULTS.md of
+/// B5's figures for lockcore's default at 1,000 locks in the baseline run before the client-cost work (RESULTS.md of
 /// 2026-12-01 02:39): client commands/s, and all Redis calls/s (script-internal included).
 const B5_BEFORE: (f64, f64) = (2.00, 2002.0);
 

@@ -153,9 +153,9 @@ impl LockManagerBuilder {
         self
     }
 
-    /// Redlock over these independent masters (see "Redlock" in the crate docs):
-    /// quorum N/2 + 1 of the configured N. Use 3 or 5 nodes; 2 tolerate no fault. A single URL
-    /// here is the same as [`url`](Self::url).
+    /// Redlock over these independent masters (see "Redlock" in the guide,
+    /// `docs/src/redlock.md`): quorum N/2 + 1 of the configured N. Use 3 or 5 nodes; 2
+    /// tolerate no fault. A single URL here is the same as [`url`](Self::url).
     pub fn nodes<I, S>(mut self, urls: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -169,7 +169,7 @@ impl LockManagerBuilder {
     /// the client discovers the rest and follows MOVED, ASK and fail-overs). Every feature of a
     /// single node works: hand-off, fencing (one counter per slot, chosen automatically), the
     /// watchdog (one renewal call per slot) and [`wait_for_replicas`](Self::wait_for_replicas).
-    /// See "Topologies" in the crate docs for what a fail-over can lose.
+    /// See "Topologies" in the guide (`docs/src/topologies.md`) for what a fail-over can lose.
     pub fn cluster<I, S>(mut self, seed_urls: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -185,7 +185,8 @@ impl LockManagerBuilder {
     /// primary; [`build`](Self::build) refuses URLs that mix schemes or name other credentials
     /// than the first ([`LockError::InvalidOptions`]). The primary is resolved when the manager
     /// is built, and again when a command fails with `READONLY` or a dropped connection, or
-    /// when a sentinel announces `+switch-master`. See "Topologies" in the crate docs.
+    /// when a sentinel announces `+switch-master`. See "Topologies" in the guide
+    /// (`docs/src/topologies.md`).
     pub fn sentinel<I, S>(mut self, sentinel_urls: I, master_name: &str) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -223,6 +224,7 @@ impl LockManagerBuilder {
     /// [`build`](Self::build) refuses PEM that holds no certificate, or one that does not parse
     /// ([`LockError::InvalidOptions`]).
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls.root_ca_pem = Some(pem.into());
         self
@@ -233,6 +235,7 @@ impl LockManagerBuilder {
     /// without a valid certificate, or a key PEM without a private key
     /// ([`LockError::InvalidOptions`]).
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_client_cert_pem(
         mut self,
         cert_pem: impl Into<Vec<u8>>,
@@ -279,10 +282,10 @@ impl LockManagerBuilder {
 
     /// `TCP_NODELAY` on every connection. Default `false`: Nagle's algorithm coalesces the
     /// requests of concurrent tasks on the shared connection, which the benchmark measured
-    /// faster at 64 tasks and the same at 1 task (see the README). A request is held back only
-    /// while an earlier one is unacknowledged, so turn it on when single commands exceed one TCP
-    /// segment (keys or batches of many KiB on a real network), where the last segment can wait
-    /// for a delayed ACK (up to 40 ms on Linux).
+    /// faster at 64 tasks and the same at 1 task (see "Benchmarks" in the guide). A request is
+    /// held back only while an earlier one is unacknowledged, so turn it on when single
+    /// commands exceed one TCP segment (keys or batches of many KiB on a real network), where
+    /// the last segment can wait for a delayed ACK (up to 40 ms on Linux).
     pub fn tcp_nodelay(mut self, nodelay: bool) -> Self {
         self.tcp_nodelay = nodelay;
         self

@@ -113,8 +113,9 @@ impl LockGuard {
     /// [`FencingCounter`](crate::protocol::fencing::FencingCounter) for when it does not). With the default
     /// per-prefix counter this holds across all keys under the prefix; per slot, across keys of
     /// one slot. Under Redlock the same holds across quorums, as long as no node loses its
-    /// counter (see "Redlock" in the crate docs). Extend and renewal keep it. Pass it to the resource ([`FencedRedis`](crate::features::fenced::FencedRedis),
-    /// [`FenceGate`](crate::features::fenced::FenceGate), or SQL), which rejects writes with an older token.
+    /// counter (see "Redlock" in the guide, `docs/src/redlock.md`). Extend and renewal keep it.
+    /// Pass it to the resource ([`FencedRedis`](crate::FencedRedis),
+    /// [`FenceGate`](crate::FenceGate), or SQL), which rejects writes with an older token.
     pub fn fencing_token(&self) -> u64 {
         self.lease.fencing_token
     }

@@ -17,12 +17,19 @@ use crate::protocol::keyspace::{counter_key, full_key};
 use crate::protocol::value::LockValue;
 use crate::shared::Shared;
 
-/// A handle to one Redis node that hands out locks. Cheap to [`Clone`]: an `Arc` inside, and
-/// every clone shares one connection.
+/// A handle that hands out locks on one Redis deployment: a single node, a Sentinel-resolved
+/// primary, a Redis Cluster, or Redlock over several independent masters, as chosen by
+/// [`LockManagerBuilder`]. Cheap to [`Clone`]: an `Arc` inside, and every clone shares the
+/// same connections and background tasks.
 ///
 /// # Behavior
-/// - The connection is a redis-rs [`ConnectionManager`](redis::aio::ConnectionManager): one multiplexed connection that
-///   reconnects in the background after a failure. `TCP_NODELAY` is off by default (see
+/// - Connections, per topology: a single node is one redis-rs
+///   [`ConnectionManager`](redis::aio::ConnectionManager) (one multiplexed connection that
+///   reconnects in the background after a failure); Redlock is one such connection per node; a
+///   cluster is redis-rs' async cluster client, which routes each script by its key's slot and
+///   follows MOVED, ASK and fail-overs; a Sentinel primary is resolved through the sentinels
+///   and resolved again after a fail-over. Except under Redlock (which always polls), hand-off
+///   wake-ups arrive over one pub/sub connection per manager. `TCP_NODELAY` is off by default (see
 ///   [`LockManagerBuilder::tcp_nodelay`]).
 /// - Commands time out after the builder's response timeout (default 500 ms) and connection
 ///   attempts after the connection timeout (default 1 s). A backend that is down therefore fails

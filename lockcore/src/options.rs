@@ -133,7 +133,7 @@ impl LockOptions {
 
     /// Waits in a fair queue and gets the lock handed over on release, woken by a pub/sub push
     /// (on, the default), or polls with plain jittered backoff (off). Single node only: Redlock
-    /// always polls. See the crate docs' "Contention" section.
+    /// always polls. See "Contention: queue and hand-off" in the guide (`docs/src/handoff.md`).
     pub fn handoff(mut self, on: bool) -> Self {
         self.handoff = on;
         self

@@ -1,4 +1,4 @@
-//! The command line, as fixed by DESIGN.md §8.
+//! The command line: `lockctl [--url|--cluster|--sentinel] list|inspect|release|watch`.
 
 use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
 

@@ -133,7 +133,7 @@ pub fn variant(e: &LockError) -> &'static str {
     }
 }
 
-/// `true` for a hyphenated UUID v4 (the token format the design fixes: 128 random bits).
+/// `true` for a hyphenated UUID v4 (the token format: 128 random bits).
 pub fn is_uuid_v4(token: &str) -> bool {
     let b = token.as_bytes();
     b.len() == 36

@@ -1,5 +1,5 @@
 //! Raw-connection probes for assertions: one [`query`] that names the failing command, the
-//! plain reads and writes the cases do "by hand", and bounded polls of server-side state
+//! plain reads and writes a test does "by hand" (as another client would), and bounded polls of server-side state
 //! (there is no signal for a key's expiry or a script's side effect).
 
 use std::time::Duration;
@@ -71,7 +71,7 @@ pub async fn exists(con: &mut MultiplexedConnection, key: &str) -> bool {
     query::<i64>(con, redis::cmd("EXISTS").arg(key)).await == 1
 }
 
-/// `DEL key` (the "by hand" delete of the cases).
+/// `DEL key`: a delete "by hand", as an operator or another client would do it.
 pub async fn del(con: &mut MultiplexedConnection, key: &str) {
     let _: i64 = query(con, redis::cmd("DEL").arg(key)).await;
 }

@@ -1,12 +1,12 @@
-//! The whole feature set as an ACL user restricted to exactly the rule the README documents
-//! (issue 10 §2), and no password in anything the library prints.
+//! The whole feature set as an ACL user restricted to exactly the rule the guide documents
+//! (`docs/src/topologies.md`, "ACL"), and no password in anything the library prints.
 
 use std::time::Duration;
 
 use lockcore::{LockError, LockManager, LockOptions};
 use lockcore_tests::*;
 
-/// The README's minimal ACL rule for the default prefix `lock:`, after `user app on >PASSWORD`.
+/// The guide's minimal ACL rule for the default prefix `lock:`, after `user app on >PASSWORD`.
 const RULE: &[&str] = &[
     "resetkeys",
     "~lock:*",
@@ -38,6 +38,32 @@ const RULE: &[&str] = &[
 ];
 
 const PASSWORD: &str = "pa55-w0rd-never-shown";
+
+/// The guide's ACL rule, as a user copies it from the page: the words of the `text` block
+/// that starts with `user app on`.
+fn documented_rule() -> Vec<&'static str> {
+    let page = include_str!("../../docs/src/topologies.md");
+    let start = page
+        .find("```text\nuser app on")
+        .unwrap_or_else(|| panic!("docs/src/topologies.md has no `user app on` block"));
+    let block = &page[start + "```text\n".len()..];
+    let end = block
+        .find("```")
+        .unwrap_or_else(|| panic!("the ACL block in docs/src/topologies.md is not closed"));
+    block[..end].split_whitespace().collect()
+}
+
+/// The rule the guide shows is the rule these tests run with, word for word.
+#[test]
+fn the_guide_shows_the_tested_rule() {
+    let mut tested = vec!["user", "app", "on", ">PASSWORD"];
+    tested.extend_from_slice(RULE);
+    assert_eq!(
+        documented_rule(),
+        tested,
+        "docs/src/topologies.md's ACL rule differs from the one tests/tests/acl.rs runs"
+    );
+}
 
 fn restricted_server(extra: &[&str]) -> RedisServer {
     let password = format!(">{PASSWORD}");

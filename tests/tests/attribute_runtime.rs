@@ -1,6 +1,7 @@
-//! Runtime behaviour of `#[distributed_lock]` against a real Redis: C01 (wrapper side), C10,
-//! C11, C13, C14 (every receiver form behaves like the undecorated fn), C18 (order with
-//! `#[tokio::test]`), `manager = ..` forms, `ttl_ms`/`wait_ms`, `crate = ..`, and the lock
+//! Runtime behaviour of `#[distributed_lock]` against a real Redis: a body that outlives its
+//! TTL (the wrapper's side), a wrapped future dropped mid-body, a panic inside the body, `?`
+//! early returns, every receiver form (each behaves like the undecorated fn), the order with
+//! `#[tokio::test]`, `manager = ..` forms, `ttl_ms`/`wait_ms`, `crate = ..`, and the lock
 //! making a non-atomic update exact (with its unlocked twin).
 //!
 //! The default manager is process-wide: its tests live in `default_manager.rs`.
@@ -35,7 +36,7 @@ async fn assert_held(m: &LockManager, key: &str) -> Result<(), LockError> {
     Ok(())
 }
 
-// ---- C01 (wrapper): the body outlives its TTL -------------------------------------------------
+// ---- wrapper: the body outlives its TTL -------------------------------------------------------
 
 #[distributed_lock(key = "order:<id>", ttl_ms = 500, wait_ms = 0, manager = m, watchdog = false)]
 async fn slow_order(m: &LockManager, id: u64, outcome: Result<u32, u32>) -> Result<u32, AppError> {
@@ -43,7 +44,7 @@ async fn slow_order(m: &LockManager, id: u64, outcome: Result<u32, u32>) -> Resu
     outcome.map_err(AppError::Domain)
 }
 
-/// C01 (wrapper, watchdog off): ttl 500, body 800. B takes the key at t=600. The wrapper's
+/// Wrapper, watchdog off: ttl 500, body 800. B takes the key at t=600. The wrapper's
 /// release reports Lost internally, yet it returns the body's own value (or error) unchanged,
 /// and B's key keeps its value and PTTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,7 +79,7 @@ async fn c01_wrapper_returns_body_value_after_lease_lost() {
     }
 }
 
-/// C01 (wrapper): the lost lock is reported through `tracing` (a WARN naming the key), while the
+/// Wrapper: the lost lock is reported through `tracing` (a WARN naming the key), while the
 /// caller still gets the body's value. Current-thread runtime, so the thread-local capture sees
 /// every task.
 #[tokio::test]
@@ -96,7 +97,7 @@ async fn c01_wrapper_reports_lost_release_through_tracing() {
     );
 }
 
-// ---- C10: wrapped future dropped mid-body -----------------------------------------------------
+// ---- wrapped future dropped mid-body ----------------------------------------------------------
 
 #[distributed_lock(key = "user:<user_id>", ttl_ms = 10_000, manager = m)]
 async fn hold_user(
@@ -110,7 +111,7 @@ async fn hold_user(
     Ok(())
 }
 
-/// C10: a wrapped fn holding `user:1` (ttl 10 s) is aborted at 100 ms: the key is gone within a
+/// A wrapped fn holding `user:1` (ttl 10 s) is aborted at 100 ms: the key is gone within a
 /// few ms (a spawned release, not the TTL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c10_aborted_wrapper_releases_within_ms() {
@@ -135,7 +136,7 @@ async fn c10_aborted_wrapper_releases_within_ms() {
     assert!(took < Duration::from_millis(100), "release took {took:?}");
 }
 
-// ---- C11: panic inside the body ---------------------------------------------------------------
+// ---- panic inside the body --------------------------------------------------------------------
 
 #[distributed_lock(key = "user:<user_id>", ttl_ms = 10_000, manager = m)]
 async fn panicky(m: LockManager, user_id: u64) -> Result<(), AppError> {
@@ -144,7 +145,7 @@ async fn panicky(m: LockManager, user_id: u64) -> Result<(), AppError> {
     panic!("original panic in the body");
 }
 
-/// C11: under `#[tokio::test]` (current_thread) the test fails with the original panic only:
+/// Under `#[tokio::test]` (current_thread) the test fails with the original panic only:
 /// no second panic (that would abort the process), no "no reactor running".
 #[tokio::test]
 #[should_panic(expected = "original panic in the body")]
@@ -154,7 +155,7 @@ async fn c11_panic_in_body_surfaces_unchanged() {
     let _ = panicky(m, 11).await;
 }
 
-/// C11: the panic payload is the original one and the key is gone afterwards (spawned task on
+/// The panic payload is the original one and the key is gone afterwards (spawned task on
 /// the current_thread test runtime).
 #[tokio::test]
 async fn c11_panic_in_body_releases_key() {
@@ -172,7 +173,7 @@ async fn c11_panic_in_body_releases_key() {
     assert_gone_within(&mut raw, &full("user:12"), Duration::from_millis(200)).await;
 }
 
-/// C11: `catch_unwind` around `block_on` on a separately built current_thread runtime: the
+/// `catch_unwind` around `block_on` on a separately built current_thread runtime: the
 /// original payload, and the key is gone.
 #[test]
 fn c11_panic_in_body_on_own_current_thread_runtime() {
@@ -193,7 +194,7 @@ fn c11_panic_in_body_on_own_current_thread_runtime() {
     });
 }
 
-// ---- C13: `?` early return --------------------------------------------------------------------
+// ---- `?` early return -------------------------------------------------------------------------
 
 fn check_positive(v: u32) -> Result<u32, AppError> {
     if v == 0 {
@@ -214,7 +215,7 @@ async fn early_return(m: &LockManager, id: u64, v: u32) -> Result<u32, AppError>
     Ok(v * 2)
 }
 
-/// C13: the body returns `Err` via `?` after 10 ms; when the caller sees it, the key is already
+/// The body returns `Err` via `?` after 10 ms; when the caller sees it, the key is already
 /// gone (checked at once, no polling). Same for `return` and the normal end.
 #[tokio::test]
 async fn c13_question_mark_releases_before_caller_sees_err() {
@@ -233,7 +234,7 @@ async fn c13_question_mark_releases_before_caller_sees_err() {
     assert!(!exists(&mut raw, &full("acct:3")).await);
 }
 
-// ---- C14: every receiver form -----------------------------------------------------------------
+// ---- every receiver form ----------------------------------------------------------------------
 
 struct Shop {
     locks: LockManager,
@@ -315,7 +316,7 @@ mod plain {
     }
 }
 
-/// C14: `&self` with `<self.tenant>`, `&mut self` mutating, `self` consumed, `self: Arc<Self>`,
+/// `&self` with `<self.tenant>`, `&mut self` mutating, `self` consumed, `self: Arc<Self>`,
 /// `Self::CONST`, an associated fn: each holds its lock in the body, returns what the
 /// undecorated fn returns, and releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -566,9 +567,9 @@ async fn attribute_locked_increments_are_exact_and_twin_loses_updates() {
     );
 }
 
-// ---- C18: order with #[tokio::test] -----------------------------------------------------------
+// ---- order with #[tokio::test] ----------------------------------------------------------------
 
-/// What the C18 tests lock on. A `#[distributed_lock]` test needs its manager before its body
+/// What the test-order tests lock on. A `#[distributed_lock]` test needs its manager before its body
 /// runs, so the server and the manager are made on first use, per test thread, and torn down
 /// when that thread ends (libtest runs each test on its own thread). The manager lives on a
 /// small runtime of its own, since the test's runtime is the one being set up.
@@ -597,15 +598,15 @@ fn c18_manager() -> LockManager {
                 .worker_threads(1)
                 .enable_all()
                 .build()
-                .expect("C18 runtime");
+                .expect("test-order runtime");
             let m = rt
                 .block_on(LockManager::connect(&url))
-                .expect("C18 manager");
-            tx.send(m).expect("C18 test waits");
+                .expect("test-order manager");
+            tx.send(m).expect("test-order test waits");
             // Keep the runtime (the manager's connection) alive until the test thread ends.
             let _ = stopped.recv();
         });
-        let manager = rx.recv().expect("C18 manager built");
+        let manager = rx.recv().expect("test-order manager built");
         *env = Some(C18Env {
             manager: manager.clone(),
             _stop: stop,
@@ -618,7 +619,7 @@ fn c18_manager() -> LockManager {
 static C18_RUNS_CURRENT: AtomicUsize = AtomicUsize::new(0);
 static C18_RUNS_MULTI: AtomicUsize = AtomicUsize::new(0);
 
-/// C18: `#[distributed_lock]` above `#[tokio::test]`: the body runs once, with the lock held.
+/// `#[distributed_lock]` above `#[tokio::test]`: the body runs once, with the lock held.
 #[distributed_lock(key = "c18:current", ttl_ms = 5000, manager = c18_manager())]
 #[tokio::test]
 async fn c18_lock_above_tokio_test() -> Result<(), LockError> {
@@ -630,7 +631,7 @@ async fn c18_lock_above_tokio_test() -> Result<(), LockError> {
     assert_held(&c18_manager(), "c18:current").await
 }
 
-/// C18 with a multi-thread `#[tokio::test]`.
+/// The same with a multi-thread `#[tokio::test]`.
 #[distributed_lock(key = "c18:multi", ttl_ms = 5000, manager = c18_manager())]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c18_lock_above_tokio_test_multi_thread() -> Result<(), LockError> {
@@ -642,7 +643,7 @@ async fn c18_lock_above_tokio_test_multi_thread() -> Result<(), LockError> {
     assert_held(&c18_manager(), "c18:multi").await
 }
 
-/// C18: the decorated tests are registered exactly once each (never missing, never
+/// The decorated tests are registered exactly once each (never missing, never
 /// duplicated): the test binary's own `--list` shows each name once.
 #[test]
 fn c18_decorated_tests_are_listed_exactly_once() {

@@ -1,6 +1,6 @@
-//! Cancellation and panics through the explicit API: C09 (acquire dropped in flight), C12 (guard
-//! dropped on a thread without a runtime), and the guard side of C10/C11 (a task holding a
-//! guard is aborted or panics). The `#[distributed_lock]` side of C10/C11/C13 is in
+//! Cancellation and panics through the explicit API: an acquire dropped in flight, a guard
+//! dropped on a thread without a runtime, and the guard side of an aborted or panicking task
+//! that holds a guard. The `#[distributed_lock]` side (dropped, panicking, `?`) is in
 //! `attribute_runtime.rs`.
 
 // Test helpers outside `#[test]` fns may panic on failure too (clippy's allow-*-in-tests
@@ -14,9 +14,9 @@ use lockcore_tests::*;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, sleep, timeout};
 
-// ---- C09: acquire dropped in flight -----------------------------------------------------------
+// ---- acquire dropped in flight ----------------------------------------------------------------
 
-/// C09: 1000 x `timeout(random 0..2000 µs, acquire("cart:5"))` with ttl 30 s, dropping whatever
+/// 1000 x `timeout(random 0..2000 µs, acquire("cart:5"))` with ttl 30 s, dropping whatever
 /// comes back (guards included). Within 1 s after the loop `cart:5` does not exist.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c09_acquire_dropped_in_flight_leaves_no_lock() {
@@ -36,7 +36,9 @@ async fn c09_acquire_dropped_in_flight_leaves_no_lock() {
         }
     }
     let seen_by_redis = acquisitions_seen_by_redis(&mut raw).await;
-    eprintln!("C09: {got_guard} guards, {cut_off} cut off, {seen_by_redis} SETs applied");
+    eprintln!(
+        "dropped acquires: {got_guard} guards, {cut_off} cut off, {seen_by_redis} SETs applied"
+    );
     assert!(
         cut_off > 0,
         "no acquire was cut off; the test exercised nothing"
@@ -47,7 +49,7 @@ async fn c09_acquire_dropped_in_flight_leaves_no_lock() {
     assert_gone_within(&mut raw, &full("cart:5"), Duration::from_secs(1)).await;
 }
 
-/// C09, deterministic: Redis is paused so the `SET` is surely on the wire when the acquire
+/// Deterministic: Redis is paused so the `SET` is surely on the wire when the acquire
 /// future is dropped (after 20 ms). Once Redis runs it, the cleanup that follows removes it.
 #[tokio::test]
 async fn c09_acquire_dropped_while_set_is_on_the_wire() {
@@ -76,7 +78,7 @@ async fn c09_acquire_dropped_while_set_is_on_the_wire() {
     .await;
 }
 
-/// C09 twin: the naive `SET NX PX 30000` whose future is dropped after it was sent leaves an
+/// The twin: the naive `SET NX PX 30000` whose future is dropped after it was sent leaves an
 /// orphan lock for the whole TTL.
 #[tokio::test]
 async fn c09_twin_naive_set_dropped_in_flight_leaves_orphan() {
@@ -100,9 +102,9 @@ async fn c09_twin_naive_set_dropped_in_flight_leaves_orphan() {
     assert!(pttl(&mut raw, &key).await > 25_000);
 }
 
-// ---- C10/C11 (guard side): the holding task is aborted or panics ------------------------------
+// ---- guard side: the holding task is aborted or panics ----------------------------------------
 
-/// C10, explicit API: a task holding a guard (ttl 10 s) is aborted: the key is gone within a few
+/// Explicit API: a task holding a guard (ttl 10 s) is aborted: the key is gone within a few
 /// ms (a spawned release, not the TTL).
 #[tokio::test]
 async fn c10_aborted_task_releases_its_guard() {
@@ -124,7 +126,7 @@ async fn c10_aborted_task_releases_its_guard() {
     assert_gone_within(&mut raw, &full("user:1"), Duration::from_millis(200)).await;
 }
 
-/// C11, explicit API: a task panics while holding a guard (current_thread runtime): the join
+/// Explicit API: a task panics while holding a guard (current_thread runtime): the join
 /// error carries the original panic and the key is released.
 #[tokio::test]
 async fn c11_panicking_task_releases_its_guard() {
@@ -135,21 +137,21 @@ async fn c11_panicking_task_releases_its_guard() {
         tokio::spawn(async move {
             let _guard = must_acquire(&m, "user:1", &opts(10_000, 0)).await;
             sleep(Duration::from_millis(5)).await;
-            panic!("original panic C11");
+            panic!("original panic of the body");
         })
     };
     let err = holder.await.expect_err("the task panicked");
     let payload = err.into_panic();
     assert_eq!(
         payload.downcast_ref::<&str>().copied(),
-        Some("original panic C11")
+        Some("original panic of the body")
     );
     assert_gone_within(&mut raw, &full("user:1"), Duration::from_millis(200)).await;
 }
 
-// ---- C12: a guard dropped on a plain std::thread with no runtime ------------------------------
+// ---- a guard dropped on a plain std::thread with no runtime -----------------------------------
 
-/// C12 (multi-thread runtime): dropping the guard on a plain thread does not panic; the release
+/// Multi-thread runtime: dropping the guard on a plain thread does not panic; the release
 /// goes through the manager's runtime and the key is gone shortly after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c12_guard_dropped_on_plain_thread_is_released() {
@@ -171,7 +173,7 @@ async fn c12_guard_dropped_on_plain_thread_is_released() {
     assert_gone_within(&mut raw, &full("c12"), Duration::from_millis(500)).await;
 }
 
-/// C12 (current_thread runtime): the manager's runtime is the test's own; the release spawned
+/// A current_thread runtime: the manager's runtime is the test's own; the release spawned
 /// from the plain thread runs as soon as the test awaits.
 #[tokio::test]
 async fn c12_guard_dropped_on_plain_thread_current_thread_runtime() {
@@ -186,7 +188,7 @@ async fn c12_guard_dropped_on_plain_thread_current_thread_runtime() {
     assert_gone_within(&mut raw, &full("c12"), Duration::from_millis(500)).await;
 }
 
-/// C12 with the manager's runtime already shut down: still no panic, and the key expires by
+/// With the manager's runtime already shut down: still no panic, and the key expires by
 /// its TTL (300 ms).
 #[test]
 fn c12_guard_dropped_after_runtime_shutdown_expires_by_ttl() {
@@ -227,7 +229,7 @@ fn c12_guard_dropped_after_runtime_shutdown_expires_by_ttl() {
     assert!(acquired.elapsed() < Duration::from_millis(1300));
 }
 
-/// C12 / DESIGN 3 ("otherwise it leaves the key to its TTL and logs through `tracing`"): when
+/// A guard dropped with no runtime leaves the key to its TTL and logs through `tracing`: when
 /// no runtime can run the release (the manager's runtime is shut down), dropping the guard
 /// says so with a WARN naming the key.
 #[test]

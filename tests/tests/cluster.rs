@@ -1,6 +1,6 @@
 //! lockcore on a real Redis Cluster (3 primaries + 3 replicas, started by the harness): key
 //! shapes, fencing per slot, hand-off, the watchdog across slots, a slot migrated under a held
-//! lock, and a fail-over with a holder and a queued waiter (issue 10 §4).
+//! lock, and a fail-over with a holder and a queued waiter.
 //!
 //! One cluster per test: they take about two seconds to start.
 

@@ -1,5 +1,7 @@
-//! Core lock semantics through the explicit API: C01, C02, C04, C05 of `shared/cases`.
-//! (C03 is in `tokens.rs`; the wrapper side of C01 is in `attribute_runtime.rs`.)
+//! Core lock semantics through the explicit API: a body that outlives its TTL, extend without
+//! an owner check, validity arithmetic, and empty, long and non-ASCII keys. (Tokens tied to
+//! threads or tasks are in `tokens.rs`; the wrapper's side of an outlived TTL is in
+//! `attribute_runtime.rs`.)
 //!
 //! A and B are independent clients: two managers, two connections.
 
@@ -14,9 +16,9 @@ use lockcore_tests::*;
 use redis::aio::MultiplexedConnection;
 use tokio::time::{Instant, sleep, timeout};
 
-// ---- C01: body outlives the TTL (watchdog off) ------------------------------------------------
+// ---- body outlives the TTL (watchdog off) -----------------------------------------------------
 
-/// C01 (i): ttl 500, hold 800, nobody else takes the key: release reports `Lost` (not a Redis
+/// A ttl of 500, hold 800, nobody else takes the key: release reports `Lost` (not a Redis
 /// error, not `Ok`) and returns promptly.
 #[tokio::test]
 async fn c01_release_after_expiry_reports_lost() {
@@ -44,7 +46,7 @@ async fn c01_release_after_expiry_reports_lost() {
     assert!(started.elapsed() < Duration::from_millis(500));
 }
 
-/// C01 (ii): B acquires at t=600 with ttl 5000. A's release at t=800 reports `Lost` and leaves
+/// B acquires at t=600 with ttl 5000. A's release at t=800 reports `Lost` and leaves
 /// B's value and PTTL untouched. The naive twin (a plain `DEL` as release) deletes B's lock.
 #[tokio::test]
 async fn c01_stale_release_leaves_new_holder_untouched() {
@@ -89,25 +91,25 @@ async fn c01_stale_release_leaves_new_holder_untouched() {
     assert!(b_release.is_err_and(|e| e.is_lost()));
 }
 
-// ---- C02: extend without an owner check -------------------------------------------------------
+// ---- extend without an owner check ------------------------------------------------------------
 
-/// C02 (i)'s check, shared with the naive twin: `key` still holds B's token with B's ~5000 ms
+/// The check, shared with the naive twin: `key` still holds B's token with B's ~5000 ms
 /// lease after the stale holder's extend.
 async fn new_holder_untouched(raw: &mut MultiplexedConnection, key: &str, token_b: &str) -> bool {
     get(raw, key).await.as_deref() == Some(token_b) && pttl(raw, key).await > 4_500
 }
 
-/// C02 (ii)'s check, shared with the naive twin: the extend did not re-create `key`.
+/// The check, shared with the naive twin: the extend did not re-create `key`.
 async fn not_resurrected(raw: &mut MultiplexedConnection, key: &str) -> bool {
     !exists(raw, key).await && pttl(raw, key).await == -2
 }
 
-/// C02 (iii)'s check, shared with the naive twin: after an extend to 3000 ms the PTTL is ~3000.
+/// The check, shared with the naive twin: after an extend to 3000 ms the PTTL is ~3000.
 async fn ttl_was_set_not_added(raw: &mut MultiplexedConnection, key: &str) -> bool {
     (2_800..=3_000).contains(&pttl(raw, key).await)
 }
 
-/// C02 (i): A holds `job:x`, the key is deleted by hand, B acquires it, A extends: the extend
+/// A holds `job:x`, the key is deleted by hand, B acquires it, A extends: the extend
 /// fails with `Lost` and B's value and TTL are unchanged. (A naive `PEXPIRE` would cut B's
 /// 5000 ms lease to 3000.)
 #[tokio::test]
@@ -145,7 +147,7 @@ async fn c02_extend_by_stale_holder_fails_and_leaves_new_holder() {
     guard_b.release().await.expect("B releases its own lock");
 }
 
-/// C02 (ii): as (i) with nobody re-acquiring: the extend fails and the key stays absent (no
+/// As above with nobody re-acquiring: the extend fails and the key stays absent (no
 /// resurrection, as a `SET ... XX`/`SET PX` "extend" would do).
 #[tokio::test]
 async fn c02_extend_after_delete_does_not_resurrect() {
@@ -174,7 +176,7 @@ async fn c02_extend_after_delete_does_not_resurrect() {
     assert!(!exists(&mut raw, &key).await);
 }
 
-/// C02 twin: the same three scenarios with naive "extends", judged by the same checks, fail
+/// The twin: the same three scenarios with naive "extends", judged by the same checks, fail
 /// them. (i) A plain `PEXPIRE` by the stale holder cuts B's lease; (ii) a `SET key token PX`
 /// "extend" after the key was deleted re-creates it; (iii) an extend that adds to the PTTL grows
 /// the lease past the requested 3000 ms.
@@ -228,7 +230,7 @@ async fn c02_twin_naive_extends_fail_the_same_checks() {
     guard_a.release().await.expect("A still holds its token");
 }
 
-/// C02 (iii): ten extends at 3000 each: the PTTL never goes above ~3000 (extend sets the TTL,
+/// Ten extends at 3000 each: the PTTL never goes above ~3000 (extend sets the TTL,
 /// it never adds), and the deadline moves to the extend's start + validity.
 #[tokio::test]
 async fn c02_extend_sets_ttl_never_adds() {
@@ -262,9 +264,9 @@ async fn c02_extend_sets_ttl_never_adds() {
     assert!(!exists(&mut raw, &key).await);
 }
 
-// ---- C04: validity arithmetic -----------------------------------------------------------------
+// ---- validity arithmetic ----------------------------------------------------------------------
 
-/// C04 (i): B holds `r` for 1200 ms; A acquires with ttl 1000 and a 3 s wait. A's validity is
+/// B holds `r` for 1200 ms; A acquires with ttl 1000 and a 3 s wait. A's validity is
 /// measured from its successful attempt: `deadline - now` is about ttl (900..1000 ms), not
 /// ttl - 1200 (as when measured from the call).
 #[tokio::test]
@@ -297,7 +299,7 @@ async fn c04_validity_measured_from_successful_attempt() {
         .expect("A releases within its validity");
 }
 
-/// C04 (ii): ttl 1 ms (shorter than a round trip) never panics: each call gives a clean error or
+/// A ttl of 1 ms (shorter than a round trip) never panics: each call gives a clean error or
 /// a guard whose deadline has passed; release/extend on it return cleanly; the key is gone.
 #[tokio::test]
 async fn c04_tiny_ttl_never_panics() {
@@ -363,7 +365,7 @@ async fn c04_tiny_ttl_never_panics() {
     guard.release().await.expect("release");
 }
 
-/// C04 (iii): a runtime ttl of 0 is `InvalidOptions` on every entry point, before any network
+/// A runtime ttl of 0 is `InvalidOptions` on every entry point, before any network
 /// call (the server is stopped, yet the error is not `Redis`).
 #[tokio::test]
 async fn c04_zero_ttl_is_invalid_options() {
@@ -399,9 +401,9 @@ async fn c04_zero_ttl_is_invalid_options() {
     assert_eq!(variant(&err), "InvalidOptions");
 }
 
-// ---- C05: empty, long and non-ASCII keys ------------------------------------------------------
+// ---- empty, long and non-ASCII keys -----------------------------------------------------------
 
-/// C05: "" is `InvalidKey` before any network call: the manager's server is stopped, yet the
+/// "" is `InvalidKey` before any network call: the manager's server is stopped, yet the
 /// error is `InvalidKey`, while a real key on the same manager gets `Redis`.
 #[tokio::test]
 async fn c05_empty_key_is_invalid_before_network() {
@@ -428,7 +430,7 @@ async fn c05_empty_key_is_invalid_before_network() {
     assert!(err.is_redis(), "got {err:?}");
 }
 
-/// C05: a 10 KiB key is used byte for byte (prefix + key, nothing hashed or truncated).
+/// A 10 KiB key is used byte for byte (prefix + key, nothing hashed or truncated).
 #[tokio::test]
 async fn c05_ten_kib_key_byte_for_byte() {
     let (_server, a, mut raw) = start_with_manager().await;
@@ -469,7 +471,7 @@ async fn c05_ten_kib_key_byte_for_byte() {
     assert!(!exists(&mut raw, &expected).await);
 }
 
-/// C05: two long keys that differ only in the last byte are two different locks (both held at
+/// Two long keys that differ only in the last byte are two different locks (both held at
 /// once); the same long key twice is one lock (twin).
 #[tokio::test]
 async fn c05_long_keys_differing_in_last_byte_are_two_locks() {
@@ -504,7 +506,7 @@ async fn c05_long_keys_differing_in_last_byte_are_two_locks() {
     g2.release().await.expect("release k2");
 }
 
-/// C05: `café` in NFC and in NFD are two different locks: no normalisation.
+/// `café` in NFC and in NFD are two different locks: no normalisation.
 #[tokio::test]
 async fn c05_nfc_and_nfd_are_two_locks() {
     let (server, a, mut raw) = start_with_manager().await;

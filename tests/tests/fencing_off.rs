@@ -1,4 +1,4 @@
-//! `FencingCounter::Off` (DESIGN §8): a plain `SET NX PX` acquire that mints no fencing token,
+//! `FencingCounter::Off`: a plain `SET NX PX` acquire that mints no fencing token,
 //! whose token 0 every fenced resource refuses with an error that says fencing is off; and a
 //! key set whose first lease ends while a later key is waited for.
 

@@ -1,4 +1,4 @@
-//! Direct grant (issue 11): the release hands the lock to the first live waiter and the woken
+//! Direct grant: the release hands the lock to the first live waiter and the woken
 //! waiter starts at once, on a claim-window lease that its first renewal promotes to the full
 //! TTL. Single node; every test runs its own `redis-server`.
 

@@ -1,4 +1,4 @@
-//! C22, thundering herd: 200 waiters on one hot key, spread over 8 managers (the "processes"),
+//! Thundering herd: 200 waiters on one hot key, spread over 8 managers (the "processes"),
 //! while holders keep it 50 ms at a time. lockcore, in both waiting modes, keeps the command rate
 //! flat (no burst of commands after a release) and every acquire within its wait budget. The
 //! twin, a lock that broadcasts "released" to all waiters who then all retry `SET NX`, shows the
@@ -143,7 +143,7 @@ fn assert_budgets_honoured(mode: &str, outcomes: &[(bool, Duration)]) {
     }
 }
 
-/// Runs [`lockcore_herd`] with `opts` and checks C22: budgets honoured, no burst.
+/// Runs [`lockcore_herd`] with `opts` and checks: budgets honoured, no burst.
 async fn assert_no_herd(mode: &str, opts: LockOptions) {
     let server = RedisServer::start();
     let (peak, outcomes) = lockcore_herd(&server, opts).await;
@@ -155,13 +155,13 @@ async fn assert_no_herd(mode: &str, opts: LockOptions) {
     );
 }
 
-/// C22 with the default hand-off: no burst after releases, budgets honoured.
+/// With the default hand-off: no burst after releases, budgets honoured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c22_handoff_has_no_herd() {
     assert_no_herd("hand-off", opts(5000, 1000)).await;
 }
 
-/// C22 with `handoff(false)`: jittered backoff spreads retries; budgets honoured.
+/// With `handoff(false)`: jittered backoff spreads retries; budgets honoured.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c22_backoff_has_no_herd() {
     assert_no_herd("backoff", opts(5000, 1000).handoff(false)).await;

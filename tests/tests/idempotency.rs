@@ -1,7 +1,8 @@
 //! Idempotency keys against a real Redis: `LockManager::idempotent` and `#[lockcore::idempotent]`.
 //! Sequential and concurrent duplicates run the body once (with the twin without idempotency
 //! that places two orders), errors are not stored, keys are independent, a record never
-//! blocks a lock on the same rendered key, and the edge cases of issue 15.
+//! blocks a lock on the same rendered key, and the edge cases (a record that no longer
+//! deserializes, a value too large, another fingerprint, a lost lock).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 

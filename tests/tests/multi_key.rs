@@ -3,7 +3,7 @@
 //! key; a dropped or timed-out call leaves no key behind; `wait_for_replicas` after the bulk
 //! set; the fair queue is never jumped; a Sentinel primary (one script call, one `WAIT`); and a
 //! cluster, where keys in several slots take the ordered path and keys of one slot the fast
-//! path (issue 13).
+//! path.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 

@@ -1,4 +1,4 @@
-//! Redis faults: C06 (NOSCRIPT), C07 (lost acquire reply), C08 (backend down).
+//! Redis faults: NOSCRIPT, a lost acquire reply, a backend that is down.
 
 // Test helpers outside `#[test]` fns may panic on failure too (clippy's allow-*-in-tests
 // covers only the test fns themselves).
@@ -10,9 +10,9 @@ use lockcore::{LockError, LockManager};
 use lockcore_tests::*;
 use tokio::time::{Instant, sleep};
 
-// ---- C06: NOSCRIPT ----------------------------------------------------------------------------
+// ---- NOSCRIPT ---------------------------------------------------------------------------------
 
-/// C06: A holds `order:1`; after `SCRIPT FLUSH` the release succeeds (EVALSHA falls back to
+/// A holds `order:1`; after `SCRIPT FLUSH` the release succeeds (EVALSHA falls back to
 /// EVAL), and so do the first acquire, extend and drop-release after a flush. No false `Lost`.
 #[tokio::test]
 async fn c06_release_after_script_flush_succeeds() {
@@ -64,7 +64,7 @@ async fn c06_release_after_script_flush_succeeds() {
     assert_gone_within(&mut raw, &key, Duration::from_millis(300)).await;
 }
 
-/// C06 twin: a release that sends `EVALSHA` without the `EVAL` fallback (as a pipeline or
+/// The twin: a release that sends `EVALSHA` without the `EVAL` fallback (as a pipeline or
 /// `invoke_script` would) fails with `NOSCRIPT` after `SCRIPT FLUSH`, and the lock stays.
 #[tokio::test]
 async fn c06_twin_evalsha_without_fallback_fails_after_flush() {
@@ -99,9 +99,9 @@ async fn c06_twin_evalsha_without_fallback_fails_after_flush() {
         .expect("lockcore's release falls back");
 }
 
-// ---- C07: an acquire whose reply is lost ------------------------------------------------------
+// ---- an acquire whose reply is lost -----------------------------------------------------------
 
-/// C07: the `SET NX` reaches Redis but its reply comes after the client's 100 ms timeout
+/// The `SET NX` reaches Redis but its reply comes after the client's 100 ms timeout
 /// (Redis is paused for 400 ms, standing in for a `DEBUG SLEEP`). The acquire fails with
 /// `Redis(..)`, and the compare-and-delete it sent follows the `SET`: within ~1 s of the error
 /// the key is gone (it never lives its 30 s TTL). The fencing counter proves the `SET` ran.
@@ -135,7 +135,7 @@ async fn c07_lost_acquire_reply_leaves_no_orphan() {
     acquire_and_release(&a, "order:7", &opts(1000, 0), "after the fault").await;
 }
 
-/// C07 twin: the naive `SET key token NX PX 30000` sent with a 100 ms timeout under the same
+/// The twin: the naive `SET key token NX PX 30000` sent with a 100 ms timeout under the same
 /// pause: the client sees a timeout, yet the key lives for the whole TTL (an orphan lock).
 #[tokio::test]
 async fn c07_twin_naive_set_with_timeout_leaves_orphan() {
@@ -165,9 +165,9 @@ async fn c07_twin_naive_set_with_timeout_leaves_orphan() {
     );
 }
 
-// ---- C08: backend down ------------------------------------------------------------------------
+// ---- backend down -----------------------------------------------------------------------------
 
-/// C08: Redis stopped, acquire with a 3 s wait: a `Redis(..)` error within about one connection
+/// Redis stopped, acquire with a 3 s wait: a `Redis(..)` error within about one connection
 /// timeout (well under 2 s), never `Contended` after 3 s. The manager recovers after a restart.
 #[tokio::test]
 async fn c08_backend_down_fails_fast_with_redis_error() {
@@ -212,7 +212,7 @@ async fn c08_backend_down_fails_fast_with_redis_error() {
         .expect("release after restart");
 }
 
-/// C08, unresponsive variant: Redis keeps the connection but answers nothing for 1.5 s. An
+/// Unresponsive variant: Redis keeps the connection but answers nothing for 1.5 s. An
 /// acquire with a 3 s wait and the default 500 ms response timeout fails with `Redis(..)` while
 /// Redis is still silent (about one timeout for the `SET`, one for its cleanup), not
 /// `Contended` after 3 s; and it leaves no lock behind once Redis answers.

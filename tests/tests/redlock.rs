@@ -1,5 +1,5 @@
-//! Redlock over N real `redis-server` processes: C19 (quorum arithmetic), C20 (cleanup of a
-//! partial acquisition with a slow node), C21 (drift and slow nodes), contention with an overlap
+//! Redlock over N real `redis-server` processes: quorum arithmetic, cleanup of a partial
+//! acquisition with a slow node, drift and slow nodes, contention with an overlap
 //! checker, and the restart-without-persistence case that Redlock's assumptions exclude.
 //!
 //! Faults come from `lockcore_tests::FaultProxy` (latency, blackhole) or from stopping and
@@ -198,9 +198,9 @@ async fn cluster(managers: usize, node_timeout: Duration) -> Cluster {
     }
 }
 
-// ---- C19: quorum arithmetic -------------------------------------------------------------------
+// ---- quorum arithmetic ------------------------------------------------------------------------
 
-/// C19: for N in 1..=5 and every k in 0..=N, stop k of the N nodes. The quorum is N/2 + 1 of the
+/// For N in 1..=5 and every k in 0..=N, stop k of the N nodes. The quorum is N/2 + 1 of the
 /// *configured* N: acquire succeeds exactly when N − k ≥ quorum. Below it, `QuorumUnreachable`
 /// comes after the first round (well inside the 10 s wait budget) and no lock key is left on
 /// the live nodes. N = 5 with 2 stopped still acquires; N = 2 with 1 stopped does not (N = 2
@@ -288,7 +288,7 @@ async fn c19_quorum_arithmetic() {
     eprintln!("{}", table.join("\n"));
 }
 
-/// C19, the error's count: with every node of N = 2..=5 down, `QuorumUnreachable` must report
+/// The error's count: with every node of N = 2..=5 down, `QuorumUnreachable` must report
 /// `reachable: 0` ("nodes that answered in the round"), not count nodes whose failure had not
 /// arrived yet when the round was decided.
 #[tokio::test]
@@ -318,12 +318,12 @@ async fn c19_quorum_unreachable_counts_only_live_nodes() {
     );
 }
 
-// ---- C20: partial acquisition cleanup ---------------------------------------------------------
+// ---- partial acquisition cleanup --------------------------------------------------------------
 
 const C20_NODE_TIMEOUT: Duration = Duration::from_millis(50);
 const C20_SLOW: Duration = Duration::from_millis(300);
 
-/// C20: N = 5, node 4 answers after 300 ms (alternately: its requests, so `SET`s land late, and
+/// N = 5, node 4 answers after 300 ms (alternately: its requests, so `SET`s land late, and
 /// its replies), node timeout 50 ms. A and B race for `res:1` for 50 rounds. After each attempt
 /// the fast nodes hold no loser's token; after each round, once the slow node has run
 /// everything it was sent, no node holds any token (a loser's `SET` that landed on the slow node
@@ -407,14 +407,14 @@ async fn c20_partial_cleanup_with_one_slow_node() {
     let slow_acquisitions =
         acquisitions_seen_by_redis(&mut raw[4]).await - slow_acquisitions_before;
     eprintln!(
-        "C20: 50 rounds: A won {a_wins}, B won {b_wins}, neither {none}; \
+        "partial cleanup: 50 rounds: A won {a_wins}, B won {b_wins}, neither {none}; \
          SETs that won on the slow node: {slow_acquisitions}"
     );
     assert!(slow_acquisitions > 0, "the slow node never took part");
     assert!(a_wins + b_wins > 0, "nobody ever won");
 }
 
-/// C20, the deterministic case and its twin. Another holder has `res:2` on fast nodes 2 and 3,
+/// The deterministic case and its twin. Another holder has `res:2` on fast nodes 2 and 3,
 /// so a contender wins fast nodes 0 and 1 and needs the slow node's vote, which comes too late:
 /// it loses, after its `SET` was sent to the slow node, where it wins once it lands.
 /// - lockcore: once the slow node has answered, nodes 0, 1 and 4 hold no token of the loser;
@@ -503,7 +503,7 @@ async fn c20_late_set_on_the_slow_node_is_cleaned_up_twin_naive_leaves_it() {
     assert_eq!(get(&mut raw[4], &key).await.as_deref(), Some(naive_token));
 }
 
-// ---- C21: drift and slow nodes ----------------------------------------------------------------
+// ---- drift and slow nodes ---------------------------------------------------------------------
 
 const C21_NODE_TIMEOUT: Duration = Duration::from_millis(200);
 const C21_SLOW: Duration = Duration::from_millis(150);
@@ -513,7 +513,7 @@ const SLACK: Duration = Duration::from_millis(100);
 /// Time between the call and the start of its attempt (key check, token generation).
 const CALL_OVERHEAD: Duration = Duration::from_millis(20);
 
-/// The C21 cluster: [`cluster`] with node 0 blackholed and node 1 answering 150 ms late.
+/// The slow-node cluster: [`cluster`] with node 0 blackholed and node 1 answering 150 ms late.
 async fn c21_cluster(managers: usize) -> Cluster {
     let cluster = cluster(managers, C21_NODE_TIMEOUT).await;
     cluster.proxies[0].set_blackhole(true);
@@ -521,7 +521,7 @@ async fn c21_cluster(managers: usize) -> Cluster {
     cluster
 }
 
-/// C21: node 0 blackholed, node 1 answers 150 ms late, node timeout 200 ms, and another holder
+/// Node 0 blackholed, node 1 answers 150 ms late, node timeout 200 ms, and another holder
 /// on node 2, so that a quorum needs the slow node's vote.
 /// - acquire waits for the slow node, never for the blackholed one: 150 ms ≤ latency ≤ node
 ///   timeout + slack (a serial fan-out would need 350 ms);
@@ -550,7 +550,7 @@ async fn c21_drift_and_slow_nodes() {
         .expect("acquire")
         .expect("slow node + nodes 3, 4: a quorum");
     let elapsed = called.elapsed();
-    eprintln!("C21: acquire with a blackholed and a 150 ms node took {elapsed:?}");
+    eprintln!("slow nodes: acquire with a blackholed and a 150 ms node took {elapsed:?}");
     assert!(
         elapsed >= C21_SLOW,
         "a quorum needs the slow node: {elapsed:?}"
@@ -647,7 +647,7 @@ async fn late_extend(
     (late, renewed)
 }
 
-/// C21, the refused late extend: the guard reports `Lost`, but the renewal did reach a quorum,
+/// The refused late extend: the guard reports `Lost`, but the renewal did reach a quorum,
 /// so the nodes hold its token for the new TTL (5 s). Nobody holds the lock by its own account;
 /// dropping the guard must still take the token back (as a Redlock acquire that won too late
 /// does), so another contender gets the lock well before those 5 s.

@@ -1,4 +1,4 @@
-//! Redlock fencing tokens across quorums whose counters drifted apart (issue 9, defect 2), and
+//! Redlock fencing tokens across quorums whose counters drifted apart, and
 //! options Redlock cannot honour. Three real `redis-server` processes behind fault proxies; a
 //! proxy that delays requests past the node timeout is a node that is briefly unreachable (its
 //! commands still run, late, as on a real network).

@@ -1,4 +1,4 @@
-//! Lease writes that race or fail (issue 9, defects 1, 3 and 4), against a real `redis-server`:
+//! Lease writes that race or fail, against a real `redis-server`:
 //! an `extend` racing a watchdog renewal, renewals refused by a fast error reply, and one
 //! foreign value in a renewal batch.
 //!

@@ -1,6 +1,6 @@
 //! lockcore through Redis Sentinel (1 primary + 1 replica + 3 sentinels, started by the
 //! harness): a fail-over re-resolves the primary, calls in between fail as `Redis` errors
-//! within their budget (never `Contended`), and `wait_for_replicas` (issue 10 §3).
+//! within their budget (never `Contended`), and `wait_for_replicas`.
 
 use std::time::Duration;
 

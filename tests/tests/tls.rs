@@ -1,6 +1,5 @@
 //! lockcore over `rediss://` (cargo feature `tls`) against a TLS server with a CA made in the
-//! test: the private CA, mTLS, an ACL user over TLS, and the failures without them
-//! (issue 10 §2).
+//! test: the private CA, mTLS, an ACL user over TLS, and the failures without them.
 
 use std::time::Duration;
 

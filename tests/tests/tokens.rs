@@ -1,4 +1,4 @@
-//! C03: tokens tied to threads or tasks. Every acquisition gets a fresh 128-bit random token, a
+//! Tokens tied to threads or tasks. Every acquisition gets a fresh 128-bit random token, a
 //! guard can move between tasks and threads, and no release ever deletes a key that holds a
 //! different token.
 
@@ -42,7 +42,7 @@ struct Tally {
     stale_releases: usize,
 }
 
-/// C03 on `server` with two independent clients, and its checks.
+/// The token test on `server` with two independent clients, and its checks.
 async fn run_and_check_c03(server: &RedisServer) {
     let (a, b) = (manager(server).await, manager(server).await);
     check_c03(&run_c03(a, b).await);
@@ -99,7 +99,7 @@ async fn run_c03(a: LockManager, b: LockManager) -> Tally {
         }));
     }
     for task in tasks {
-        task.await.expect("a C03 task panicked");
+        task.await.expect("a token task panicked");
     }
     Arc::try_unwrap(tally)
         .expect("all tasks are done")
@@ -111,7 +111,7 @@ async fn run_c03(a: LockManager, b: LockManager) -> Tally {
 fn check_c03(tally: &Tally) {
     let acquired = tally.holds.len();
     eprintln!(
-        "C03: {acquired} acquired, {} contended, {} released Ok, {} stale releases",
+        "tokens: {acquired} acquired, {} contended, {} released Ok, {} stale releases",
         tally.contended, tally.released_ok, tally.stale_releases
     );
     assert_eq!(acquired + tally.contended, TASKS);
@@ -165,7 +165,7 @@ fn first_overlap(holds: &[Hold]) -> Option<String> {
     None
 }
 
-/// C03 twin: the same 1000 tasks with a naive lock (`SET NX PX` polled every 10 ms, released
+/// The twin: the same 1000 tasks with a naive lock (`SET NX PX` polled every 10 ms, released
 /// with a plain `DEL`). A holder that outlived its TTL deletes the next holder's key, a third
 /// gets in while the second's lease is still valid, and the overlap check sees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,17 +207,17 @@ async fn c03_twin_naive_del_release_lets_holders_overlap() {
     }
     let mut holds = Vec::new();
     for task in tasks {
-        holds.extend(task.await.expect("a naive C03 task panicked"));
+        holds.extend(task.await.expect("a naive token task panicked"));
     }
     let overlap = first_overlap(&holds);
-    eprintln!("naive C03: {} acquired; {overlap:?}", holds.len());
+    eprintln!("naive tokens: {} acquired; {overlap:?}", holds.len());
     assert!(
         overlap.is_some(),
         "a naive DEL release should let two holders overlap"
     );
 }
 
-/// C03 on a multi-thread runtime.
+/// On a multi-thread runtime.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c03_fresh_tokens_and_exclusion_multi_thread() {
     let server = RedisServer::start();
@@ -233,7 +233,7 @@ async fn c03_fresh_tokens_and_exclusion_multi_thread() {
     }
 }
 
-/// C03 on a current_thread runtime: every task shares one thread, so a thread-derived token
+/// On a current_thread runtime: every task shares one thread, so a thread-derived token
 /// would make all of them "the same holder".
 #[tokio::test]
 async fn c03_fresh_tokens_and_exclusion_current_thread() {
@@ -256,7 +256,7 @@ async fn c03_fresh_tokens_and_exclusion_current_thread() {
 
 fn assert_send_sync_static<T: Send + Sync + 'static>() {}
 
-/// C03: a guard moved to another task (and to another thread with its own runtime) is released
+/// A guard moved to another task (and to another thread with its own runtime) is released
 /// there with its own token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c03_guard_moved_to_another_task_releases_there() {

@@ -1,4 +1,4 @@
-//! Watchdog renewal (issue 3) against a real `redis-server` per test.
+//! Watchdog renewal against a real `redis-server` per test.
 //!
 //! Every "the watchdog prevents X" test has a twin with the watchdog off (or out of reach)
 //! that shows X happening. Sleeps appear only where they *are* the scenario (a body holding for
@@ -182,7 +182,7 @@ async fn long_body(watchdog: bool) -> (u32, u32, Result<(), LockError>) {
     (wins, polls, released)
 }
 
-/// Issue 3 (1): ttl 300, body 1500 with the watchdog: the contender polling every 30 ms never
+/// A ttl of 300, body 1500 with the watchdog: the contender polling every 30 ms never
 /// gets in, and the holder's release succeeds (the lease was never lost).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_body_with_watchdog_keeps_the_contender_out() {
@@ -277,7 +277,7 @@ async fn attribute_long_body(watchdog: bool) -> (u32, u32, Result<u32, LockError
     (wins, polls, result)
 }
 
-/// Issue 3 (1), attribute: the watchdog is on by default; the contender never gets in during
+/// Attribute: the watchdog is on by default; the contender never gets in during
 /// a 5 × ttl body.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attribute_long_body_default_watchdog_keeps_the_contender_out() {
@@ -367,7 +367,7 @@ async fn loss_mid_hold(change: Change) {
     }
 }
 
-/// Issue 3 (2a): `DEL key` under a watchdog guard. Also the twin: a guard without the watchdog
+/// `DEL key` under a watchdog guard. Also the twin: a guard without the watchdog
 /// (ttl 3 s) whose key is deleted at the same moment hears nothing within the same budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loss_by_del_is_reported_within_one_renew_interval() {
@@ -386,13 +386,13 @@ async fn loss_by_del_is_reported_within_one_renew_interval() {
     tokio::join!(loss_mid_hold(Change::Del), twin);
 }
 
-/// Issue 3 (2b): `SET key other`: lost within one renew interval; the release leaves `other`.
+/// `SET key other`: lost within one renew interval; the release leaves `other`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loss_by_set_other_is_reported_within_one_renew_interval() {
     loss_mid_hold(Change::SetOther).await;
 }
 
-/// Issue 3 (2c): `PEXPIRE key 1`: lost within one renew interval.
+/// `PEXPIRE key 1`: lost within one renew interval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loss_by_pexpire_is_reported_within_one_renew_interval() {
     loss_mid_hold(Change::Pexpire1).await;
@@ -535,7 +535,7 @@ async fn body_watchdog_false_on_lost_abort(
     Ok(probe.run(50).await)
 }
 
-/// Issue 3 (2), attribute with `on_lost = "abort"`: the key is deleted mid-body; the wrapped fn
+/// Attribute with `on_lost = "abort"`: the key is deleted mid-body; the wrapped fn
 /// returns `Err(Lost)` within one renew interval + slack, the body is dropped at its next
 /// `.await` (its tick counter stops, `finished` is never set).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -713,7 +713,7 @@ async fn cycles(
     }
 }
 
-/// Issue 3 (3): 10,000 watchdog acquire→release cycles over 16 tasks with cancellations around
+/// 10,000 watchdog acquire→release cycles over 16 tasks with cancellations around
 /// acquire and around held work, dropped guards and panicking wrapped bodies. Afterwards
 /// `live_renewals()` is 0 at once and no lock key is left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -802,7 +802,7 @@ async fn panics_with_token(
     panic!("{INTENTIONAL} ({name})");
 }
 
-/// Issue 3 (3), "no key's TTL is refreshed after its guard is gone". ttl 600 (renewals every
+/// No key's TTL is refreshed after its guard is gone. ttl 600 (renewals every
 /// 200 ms). Guards end by release, drop, cancellation, a panicking wrapped body, and by loss
 /// (the lost guard stays alive). Then each key is re-SET externally with the *old token* and
 /// PX 400 (< ttl): a leftover renewal would raise its PTTL to 600. One key gets another value
@@ -925,7 +925,7 @@ async fn no_ttl_refresh_after_the_guard_is_gone() {
 
 // ---- 4. a blocked runtime ---------------------------------------------------------------------
 
-/// Issue 3 (4): a current-thread runtime blocked by `std::thread::sleep(2 × ttl)`: the watchdog
+/// A current-thread runtime blocked by `std::thread::sleep(2 × ttl)`: the watchdog
 /// (on that runtime) cannot renew. Afterwards the guard is not held, `lost()` is ready at once,
 /// and `release()` reports `Lost`.
 #[tokio::test(flavor = "current_thread")]
@@ -1017,7 +1017,7 @@ fn monitor(port: u16, ready: oneshot::Sender<()>) -> MonitorCounts {
     }
 }
 
-/// Issue 3 (5): 1,000 locks, ttl 3 s, watchdog on, held ~4 s. Over a window after the
+/// 1,000 locks, ttl 3 s, watchdog on, held ~4 s. Over a window after the
 /// acquisitions, the commands per second are far below one per lock per renewal tick
 /// (1000 / 1 s): renewals are batched.
 ///

@@ -4,7 +4,7 @@
 use crate::protocol::lua::Lua;
 
 /// `error` from invoking `script`, with the script's commands named when the ACL refused one
-/// of them (see the README's ACL rule).
+/// of them (see the ACL rule in the guide, `docs/src/topologies.md`).
 pub(crate) fn explain(script: &Lua, error: redis::RedisError) -> redis::RedisError {
     let text = error.to_string();
     // Redis 7.0: "... can't run this command ..."; Valkey 8: "ACL failure in script: user .. has
@@ -14,7 +14,7 @@ pub(crate) fn explain(script: &Lua, error: redis::RedisError) -> redis::RedisErr
             redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
             "NOPERM: the ACL user may not use a lockcore key or channel",
             format!(
-                "every key and channel lockcore uses is under the manager's prefix: grant `~<prefix>*` and `&<prefix>*` as in lockcore's README (\"ACL\"). Redis said: {text}"
+                "every key and channel lockcore uses is under the manager's prefix: grant `~<prefix>*` and `&<prefix>*` as in lockcore's guide (\"Topologies\", \"ACL\"). Redis said: {text}"
             ),
         ));
     }
@@ -25,7 +25,7 @@ pub(crate) fn explain(script: &Lua, error: redis::RedisError) -> redis::RedisErr
         redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm),
         "NOPERM: the ACL user may not run a command of a lockcore script",
         format!(
-            "the script runs {}; grant them as in lockcore's README (\"ACL\"). Redis said: {text}",
+            "the script runs {}; grant them as in lockcore's guide (\"Topologies\", \"ACL\"). Redis said: {text}",
             script.commands()
         ),
     ))

@@ -4,7 +4,7 @@
 //! slow network) from writing after a new holder took over (Kleppmann, "How to do distributed
 //! locking", 2016). The fencing token fixes that when the *resource* checks it: it accepts a
 //! write only with a token newer than any it has seen. See [`FencedRedis`](crate::features::fenced::FencedRedis),
-//! [`FenceGate`](crate::features::fenced::FenceGate) and the SQL pattern in the crate docs.
+//! [`FenceGate`](crate::features::fenced::FenceGate) and the SQL pattern in the guide (`docs/src/fencing.md`).
 //!
 //! # Where the counter lives
 //! [`FencingCounter::PerPrefix`] (default): one counter key per key prefix,

@@ -1,4 +1,4 @@
-//! Client-side CPU cost of one uncontended `acquire` + `release` on a single node (issue 11).
+//! Client-side CPU cost of one uncontended `acquire` + `release` on a single node.
 //!
 //! `client_cost [N]` starts a private `redis-server`, builds a [`LockManager`] with the default
 //! options, warms up (100 pairs), then runs `N` (default 2000) sequential
@@ -20,8 +20,8 @@
 //! ```
 //!
 //! (`line-tables-only` only names the inlined code in the profile; the count is the same
-//! without it.) The figure is deterministic to about ±10 instructions from run to run. Issue 11
-//! took it from 52,079 to 51,345 (redis 1.8.1, tokio 1.54.1, default options: hand-off on,
+//! without it.) The figure is deterministic to about ±10 instructions from run to run. The cost
+//! work took it from 52,079 to 51,345 (redis 1.8.1, tokio 1.54.1, default options: hand-off on,
 //! fencing per prefix, no watchdog, no tracing subscriber).
 
 use std::fmt::Write as _;

@@ -1,4 +1,4 @@
-//! The nemesis run (DESIGN.md §8): `cargo run --release -p lockcore-tests --bin nemesis --
+//! The nemesis run: `cargo run --release -p lockcore-tests --bin nemesis --
 //! --seconds N [--control] [--no-persistence] [--plot FILE.png] [--seed S]`.
 //!
 //! As root, where `ip netns` works, the run puts the server and every worker in network

@@ -1,5 +1,5 @@
 //! The nemesis run: worker processes lock keys and increment fenced resources while faults
-//! are injected, then a checker reads the merged history (DESIGN.md §8, "Proof under faults").
+//! are injected, then a checker reads the merged history (its last line, `nemesis: ops=.. violations=..`, is what CI reads).
 //!
 //! The binary (`cargo run --release -p lockcore-tests --bin nemesis -- --seconds N`) sets up
 //! network namespaces when it may and re-executes itself inside the server's namespace; the
@@ -39,7 +39,7 @@ pub struct Config {
     pub control: bool,
     /// AOF with `appendfsync always` (off: the known limit of a restart without persistence).
     pub persistence: bool,
-    /// Worker processes (at least 3 for the bar).
+    /// Worker processes (at least 3: the fewest that make a fault on one of them a minority).
     pub workers: u32,
     /// Tasks per worker.
     pub tasks: u32,

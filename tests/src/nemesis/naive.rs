@@ -1,4 +1,4 @@
-//! The control's naive lock, the one the cases warn about: `SET key token NX PX ttl` with a
+//! The control's naive lock, as many lock libraries implement it: `SET key token NX PX ttl` with a
 //! fixed retry delay, a plain `DEL` release (no owner check) and no fencing. A number from
 //! `INCR` orders its acquisitions in the history (it is never checked by a resource), so that
 //! the checker can see writes land out of order.

@@ -1,4 +1,5 @@
-//! The run's figures as a table, and the last line in the format DESIGN.md §8 fixes.
+//! The run's figures as a table, and the last line, `nemesis: ops=<n> faults=<n> violations=<n> lost_updates=<n>
+//! max_recovery_ms=<n>`, which scripts and tests read.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -30,7 +30,7 @@ async fn missing_return_type(id: u64) {
     let _ = id;
 }
 
-// tokio_test_below (C18): below `#[tokio::test]` the attribute sees a plain `fn`; the error
+// tokio_test_below: below `#[tokio::test]` the attribute sees a plain `fn`; the error
 // says to move it up.
 #[tokio::test]
 #[distributed_lock(key = "test:one-at-a-time")]

@@ -1,4 +1,4 @@
-// C16: nested fields, tuple indices, `<<`, literal braces (hash tags), `mut` parameters,
+// Nested fields, tuple indices, `<<`, literal braces (hash tags), `mut` parameters,
 // non-ASCII names.
 #![deny(warnings)]
 #![allow(dead_code)]

@@ -1,4 +1,4 @@
-// C14: every receiver form, `Self::CONST` in the body, an associated fn with no `self`.
+// Every receiver form, `Self::CONST` in the body, an associated fn with no `self`.
 #![deny(warnings)]
 #![allow(dead_code)]
 

@@ -1,4 +1,4 @@
-// C15: the wrapped future stays `Send`, so a wrapped method can be `tokio::spawn`ed.
+// The wrapped future stays `Send`, so a wrapped method can be `tokio::spawn`ed.
 #![deny(warnings)]
 #![allow(dead_code)]
 

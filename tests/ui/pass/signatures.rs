@@ -1,4 +1,4 @@
-// C15: signatures survive: generics with a where-clause, lifetimes, `impl Trait` arguments and
+// Signatures survive: generics with a where-clause, lifetimes, `impl Trait` arguments and
 // return types, visibility, docs and attributes, inner attributes.
 #![deny(warnings)]
 #![allow(dead_code)]

@@ -1,4 +1,4 @@
-// C18: above `#[tokio::test]`, the lock wraps the test body and the test stays a test.
+// Above `#[tokio::test]`, the lock wraps the test body and the test stays a test.
 #![deny(warnings)]
 #![allow(dead_code)]
 

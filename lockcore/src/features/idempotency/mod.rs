@@ -44,6 +44,7 @@ use store::Store;
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]
+#[cfg_attr(docsrs, doc(cfg(feature = "idempotency")))]
 pub struct Idempotency {
     record_ttl: Duration,
     lock: Option<LockOptions>,
@@ -83,6 +84,7 @@ impl Idempotency {
 /// The largest record TTL: 7 days, as for a lock's TTL.
 const MAX_RECORD_TTL: Duration = LockOptions::MAX_TTL;
 
+#[cfg_attr(docsrs, doc(cfg(feature = "idempotency")))]
 impl LockManager {
     /// Runs `body` once per idempotency `key`: the first call runs it under a lock and stores
     /// its `Ok` value for the record TTL; later calls with the same key return the stored value
