@@ -1,6 +1,12 @@
 //! The command line: `lockctl [--url|--cluster|--sentinel] list|inspect|release|watch`.
 
-use clap::{ArgAction, ArgGroup, Args, Parser, Subcommand};
+use clap::{ArgAction, ArgGroup, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use lockcore::redact_url;
+
+/// The environment variables a URL is read from, in this order, when no `--url`, `--cluster`
+/// or `--sentinel` is given: a password then need not be on the command line (where `ps` and
+/// the shell's history see it).
+pub(crate) const URL_VARS: [&str; 2] = ["LOCKCTL_URL", "REDIS_URL"];
 
 /// Inspect and operate lockcore locks in Redis.
 ///
@@ -23,12 +29,17 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Where the locks live: exactly one of `--url`, `--cluster` or `--sentinel`.
+/// Where the locks live: at most one of `--url`, `--cluster` or `--sentinel`; with none, the
+/// URL of one node from `LOCKCTL_URL`, else `REDIS_URL`.
 #[derive(Debug, Args)]
 pub(crate) struct Connect {
     /// One Redis node: `redis://[user:password@]host:port/[db]` or `rediss://...` (TLS).
+    /// Without `--url`, `--cluster` or `--sentinel`: `LOCKCTL_URL`, else `REDIS_URL`.
     #[arg(long, global = true)]
     pub(crate) url: Option<String>,
+    /// The variable `url` was read from, when no flag named the server.
+    #[arg(skip)]
+    pub(crate) url_from: Option<&'static str>,
     /// Redis Cluster seed nodes; every primary is scanned. Several URLs: repeat the flag or
     /// separate them with commas.
     #[arg(long, global = true, action = ArgAction::Append, value_delimiter = ',')]
@@ -49,6 +60,55 @@ pub(crate) struct Connect {
     /// Trust this CA (a PEM file) for `rediss://` URLs, instead of the system's roots.
     #[arg(long, global = true, value_name = "PEM_FILE")]
     pub(crate) tls_ca: Option<std::path::PathBuf>,
+}
+
+impl Cli {
+    /// Parses the command line (exiting as clap does on a usage error or `--help`). Without
+    /// `--url`, `--cluster` or `--sentinel`, the URL is the first of [`URL_VARS`] that is set
+    /// and not empty; `--help` says which one this run would use.
+    pub(crate) fn parse_with_env() -> Cli {
+        let from_env = url_from_env();
+        let matches = Cli::command()
+            .after_help(env_help(from_env.as_ref()))
+            .get_matches();
+        let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+        let connect = &mut cli.connect;
+        if connect.url.is_none()
+            && connect.cluster.is_empty()
+            && connect.sentinel.is_empty()
+            && let Some((var, url)) = from_env
+        {
+            connect.url = Some(url);
+            connect.url_from = Some(var);
+        }
+        cli
+    }
+}
+
+/// The first of [`URL_VARS`] that is set and not empty, with its value.
+fn url_from_env() -> Option<(&'static str, String)> {
+    URL_VARS.into_iter().find_map(|var| {
+        let url = std::env::var(var).ok()?;
+        (!url.trim().is_empty()).then_some((var, url))
+    })
+}
+
+/// The end of `--help`: where the server comes from, and what this run would use (the URL
+/// with its password masked).
+fn env_help(from_env: Option<&(&'static str, String)>) -> String {
+    let now = match from_env {
+        Some((var, url)) => format!(
+            "Now: without a flag, lockctl uses `{var}` ({}).",
+            redact_url(url)
+        ),
+        None => "Now: neither is set.".to_owned(),
+    };
+    format!(
+        "Server: `--url`, `--cluster` or `--sentinel`; without one of them, the URL of one node \
+         is read from `{}`, or else from `{}`, so that a password need not be on the command \
+         line.\n{now}",
+        URL_VARS[0], URL_VARS[1]
+    )
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,7 +9,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 
-use crate::cli::Connect;
+use crate::cli::{Connect, URL_VARS};
 use crate::error::CtlError;
 
 /// How long connecting, and each command, may take.
@@ -34,24 +34,28 @@ impl Target {
         install_crypto_provider();
         let certs = tls_certificates(args)?;
         if let Some(url) = &args.url {
-            let info = parse_url(url)?;
+            let what = url_what(args.url_from);
+            let info = parse_url(what, url)?;
             let client = match certs {
                 Some(certs) => redis::Client::build_with_tls(info, certs),
                 None => redis::Client::open(info),
             }
-            .map_err(|e| bad_url(url, &e))?;
+            .map_err(|e| bad_url(what, url, &e))?;
             let config = redis::AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(TIMEOUT))
                 .set_response_timeout(Some(TIMEOUT));
             let conn = client
                 .get_multiplexed_async_connection_with_config(&config)
                 .await
-                .map_err(|e| unreachable(url, &e))?;
+                .map_err(|e| CtlError::Unreachable {
+                    target: format!("{}{}", redact_url(url), from_note(args.url_from)),
+                    reason: e.to_string(),
+                })?;
             return Ok(Target::Single(conn));
         }
         if !args.cluster.is_empty() {
             for url in &args.cluster {
-                parse_url(url)?;
+                parse_url("URL", url)?;
             }
             let seeds = args.cluster.join(", ");
             let mut builder = redis::cluster::ClusterClient::builder(args.cluster.clone());
@@ -63,7 +67,7 @@ impl Target {
                 .response_timeout(TIMEOUT)
                 .retries(1)
                 .build()
-                .map_err(|e| bad_url(&seeds, &e))?;
+                .map_err(|e| bad_url("URL", &seeds, &e))?;
             let conn =
                 within_timeout(redact_all(&args.cluster), client.get_async_connection()).await?;
             return Ok(Target::Cluster(conn));
@@ -72,9 +76,10 @@ impl Target {
             return Err(CtlError::BadInput {
                 what: "command line",
                 value: "no server given".to_owned(),
-                reason:
-                    "expected one of `--url URL`, `--cluster URL` or `--sentinel URL --master NAME`"
-                        .to_owned(),
+                reason: format!(
+                    "expected one of `--url URL`, `--cluster URL` or `--sentinel URL --master NAME`, or a URL in `{}` or `{}`",
+                    URL_VARS[0], URL_VARS[1]
+                ),
             });
         }
         let master = args.master.as_deref().unwrap_or_default();
@@ -82,7 +87,7 @@ impl Target {
         let infos = args
             .sentinel
             .iter()
-            .map(|url| parse_url(url))
+            .map(|url| parse_url("URL", url))
             .collect::<Result<Vec<_>, _>>()?;
         if infos.iter().any(is_tls) != infos.iter().all(is_tls) {
             return Err(CtlError::BadInput {
@@ -104,7 +109,7 @@ impl Target {
             Some(node_info),
             redis::sentinel::SentinelServerType::Master,
         )
-        .map_err(|e| bad_url(&args.sentinel.join(", "), &e))?;
+        .map_err(|e| bad_url("URL", &args.sentinel.join(", "), &e))?;
         let target = format!(
             "master `{master}` through sentinel {}",
             redact_all(&args.sentinel)
@@ -113,10 +118,9 @@ impl Target {
         Ok(Target::Single(conn))
     }
 
-    /// Every key matching `pattern` whose type is string, with `SCAN` (on every primary of a
-    /// cluster), as the bytes Redis holds (a key need not be UTF-8). Sorted, duplicates
-    /// removed.
-    pub(crate) async fn scan_strings(&mut self, pattern: &str) -> Result<Vec<Vec<u8>>, CtlError> {
+    /// Every key matching `pattern`, of any type, with `SCAN` (on every primary of a cluster),
+    /// as the bytes Redis holds (a key need not be UTF-8). Sorted, duplicates removed.
+    pub(crate) async fn scan_keys(&mut self, pattern: &str) -> Result<Vec<Vec<u8>>, CtlError> {
         let mut keys = Vec::new();
         match self {
             Target::Single(conn) => scan_node(conn, None, pattern, &mut keys).await?,
@@ -146,9 +150,7 @@ async fn scan_node<C: ClusterRoute>(
             .arg("MATCH")
             .arg(pattern)
             .arg("COUNT")
-            .arg(SCAN_COUNT)
-            .arg("TYPE")
-            .arg("string");
+            .arg(SCAN_COUNT);
         let (next, batch): (u64, Vec<Vec<u8>>) = conn.route(cmd, node.clone()).await?;
         keys.extend(batch);
         if next == 0 {
@@ -286,11 +288,13 @@ fn tls_certificates(args: &Connect) -> Result<Option<redis::TlsCertificates>, Ct
 
 /// `url` parsed; `#insecure` (no certificate check) is refused whatever redis-rs features
 /// are on.
-fn parse_url(url: &str) -> Result<redis::ConnectionInfo, CtlError> {
-    let info = url.into_connection_info().map_err(|e| bad_url(url, &e))?;
+fn parse_url(what: &'static str, url: &str) -> Result<redis::ConnectionInfo, CtlError> {
+    let info = url
+        .into_connection_info()
+        .map_err(|e| bad_url(what, url, &e))?;
     if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = info.addr() {
         return Err(CtlError::BadInput {
-            what: "URL",
+            what,
             value: redact_url(url),
             reason: "`#insecure` turns the server's certificate check off; expected a URL without it (trust a private CA with `--tls-ca`)".to_owned(),
         });
@@ -302,18 +306,26 @@ fn is_tls(info: &redis::ConnectionInfo) -> bool {
     matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
 }
 
-fn bad_url(url: &str, err: &redis::RedisError) -> CtlError {
-    CtlError::BadInput {
-        what: "URL",
-        value: redact_url(url),
-        reason: format!("{err}; expected redis://[user:password@]host:port/[db] or rediss://..."),
+/// What a bad URL is called in an error: `URL`, or `URL (from `REDIS_URL`)` when it was read
+/// from one of [`URL_VARS`].
+fn url_what(from: Option<&'static str>) -> &'static str {
+    match from {
+        None => "URL",
+        Some(var) if var == URL_VARS[0] => "URL (from `LOCKCTL_URL`)",
+        Some(_) => "URL (from `REDIS_URL`)",
     }
 }
 
-fn unreachable(url: &str, err: &redis::RedisError) -> CtlError {
-    CtlError::Unreachable {
-        target: redact_url(url),
-        reason: err.to_string(),
+/// ` (from `VAR`)` when the URL was read from an environment variable.
+fn from_note(from: Option<&'static str>) -> String {
+    from.map_or_else(String::new, |var| format!(" (from `{var}`)"))
+}
+
+fn bad_url(what: &'static str, url: &str, err: &redis::RedisError) -> CtlError {
+    CtlError::BadInput {
+        what,
+        value: redact_url(url),
+        reason: format!("{err}; expected redis://[user:password@]host:port/[db] or rediss://..."),
     }
 }
 

@@ -5,7 +5,11 @@
 //! lockctl --url redis://127.0.0.1:6380/ inspect lock:order:lock:product:42
 //! lockctl --url redis://127.0.0.1:6380/ release lock:order:lock:product:42 --force
 //! lockctl --cluster redis://10.0.0.1:7000/ redis://10.0.0.2:7000/ watch --interval 500
+//! LOCKCTL_URL=redis://ops:secret@127.0.0.1:6380/ lockctl list
 //! ```
+//!
+//! Without `--url`, `--cluster` or `--sentinel`, the server is read from `LOCKCTL_URL`, else
+//! `REDIS_URL`. Human output shows times as local RFC 3339 with an age; `--json` keeps ms.
 //!
 //! Every failure prints one line on stderr (`lockctl: ...`) and exits with status 1
 //! (2 for a command line clap rejects).
@@ -14,18 +18,21 @@ mod cli;
 mod conn;
 mod error;
 mod escape;
+mod idem;
+mod listing;
 mod record;
 mod render;
+mod time;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
-
 use crate::cli::{Cli, Command};
 use crate::conn::Target;
 use crate::error::CtlError;
+use crate::listing::Listing;
+use crate::record::Found;
 
 /// Compare-and-delete of the exact value read, as the library releases.
 const RELEASE_SCRIPT: &str = r"
@@ -36,7 +43,7 @@ return 0
 ";
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_with_env();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -69,29 +76,30 @@ async fn run(cli: Cli) -> Result<(), CtlError> {
     match cli.command {
         Command::List { pattern, json } => {
             let pattern = pattern.unwrap_or(default_pattern);
-            let (records, idem) = record::list(&mut target, prefix, &pattern).await?;
+            let listing = listing::list(&mut target, prefix, &pattern).await?;
             if json {
-                println!("{}", render::json(&records, &idem));
+                println!("{}", render::json(&listing));
             } else {
-                print!("{}", render::table(&records, &idem));
+                print!("{}", render::table(&listing));
             }
         }
         Command::Inspect { key, json } => {
-            if let Some(idem_key) = record::idempotency_key(prefix, &key) {
-                let record =
-                    record::inspect_idempotency(&mut target, prefix, idem_key, &key).await?;
-                if json {
-                    println!("{}", render::json(&[], std::slice::from_ref(&record)));
-                } else {
-                    print!("{}", render::idempotency_detail(&record));
-                }
+            let (listing, detail) = if let Some(idem_key) = idem::idempotency_key(prefix, &key) {
+                let record = idem::inspect_idempotency(&mut target, prefix, idem_key, &key).await?;
+                let detail = render::idempotency_detail(&record);
+                (Listing::of_record(record), detail)
             } else {
-                let record = record::inspect(&mut target, prefix, &key).await?;
-                if json {
-                    println!("{}", render::json(std::slice::from_ref(&record), &[]));
-                } else {
-                    print!("{}", render::detail(&record));
-                }
+                let found = record::inspect(&mut target, prefix, &key).await?;
+                let detail = match &found {
+                    Found::Lock(lock) => render::detail(lock),
+                    Found::NotALock(other) => render::other_detail(other),
+                };
+                (Listing::of(found), detail)
+            };
+            if json {
+                println!("{}", render::json(&listing));
+            } else {
+                print!("{detail}");
             }
         }
         Command::Release { key, token, .. } => {
@@ -141,27 +149,32 @@ async fn release(
             key: key.to_owned(),
         });
     }
-    let operator = format!(
-        "{}@{} (pid {})",
-        std::env::var("USER").unwrap_or_else(|_| "?".to_owned()),
-        gethostname::gethostname().to_string_lossy(),
-        std::process::id()
-    );
-    // The audit line: who released what, from whom.
+    let now = time::now_ms();
+    // The audit line: who released what, from whom, and when.
     println!(
-        "released {}: token {} held by host={} pid={} label={} acquired_at={}; released by {} at {}",
+        "released {}: token {} held by host={} pid={} label={} acquired {}; released by {} (pid {}) at {}",
         escape::text(key),
         escape::bytes(&holder.token_bytes),
         escape::text(holder.host.as_deref().unwrap_or("-")),
         holder.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
         escape::text(holder.label.as_deref().unwrap_or("-")),
-        holder
-            .acquired_at
-            .map_or_else(|| "-".to_owned(), |a| a.to_string()),
-        escape::text(&operator),
-        record::now_ms(),
+        time::when_or_dash(holder.acquired_at, now),
+        escape::text(&operator()),
+        std::process::id(),
+        time::local_rfc3339(now, &jiff::tz::TimeZone::system()),
     );
     Ok(())
+}
+
+/// `<user>@<host>`: the OS account this process runs as (its passwd entry, not `$USER`, which
+/// a container, cron or `su` may leave unset or stale) and this machine's host name.
+fn operator() -> String {
+    let user = whoami::username()
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "unknown-user".to_owned());
+    format!("{user}@{}", gethostname::gethostname().to_string_lossy())
 }
 
 /// Redraws the table every `interval_ms` until interrupted or `iterations` are done.
@@ -180,7 +193,7 @@ async fn watch(
             _ = ticker.tick() => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
-        let (records, idem) = record::list(target, prefix, pattern).await?;
+        let listing = listing::list(target, prefix, pattern).await?;
         let mut out = std::io::stdout().lock();
         let header = format!(
             "lockctl watch {}  every {interval_ms} ms  (refresh {})\n",
@@ -189,7 +202,7 @@ async fn watch(
         );
         // In place on a terminal (cursor home, clear screen); one table after another otherwise.
         let clear = if tty { "\x1b[H\x1b[2J" } else { "" };
-        let _ = write!(out, "{clear}{header}{}", render::table(&records, &idem));
+        let _ = write!(out, "{clear}{header}{}", render::table(&listing));
         let _ = out.flush();
         done += 1;
         if iterations.is_some_and(|n| done >= n) {

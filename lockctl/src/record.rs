@@ -1,8 +1,7 @@
-//! [`LockRecord`]: one lock as Redis holds it, read in one pipeline per key; [`IdemRecord`]:
-//! one idempotency record (`<prefix>__idem__{<tag>}rec:<key>`, or its running first call's
-//! lock `<prefix>__idem__{<tag>}lock:<key>`; see `lockcore::keyspace::idempotency_keys`).
+//! One key as Redis holds it, read in one pipeline: a [`LockRecord`] when it is a string, an
+//! [`OtherKey`] (not a lock) when it holds another Redis type.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use serde::Serialize;
 
@@ -55,7 +54,7 @@ impl Holder {
 /// One lock.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LockRecord {
-    /// Always `"lock"` (idempotency records say `"idempotency"`).
+    /// Always `"lock"` (idempotency records say `"idempotency"`, other keys `"not_a_lock"`).
     pub(crate) kind: &'static str,
     /// The full Redis key (bytes that are not UTF-8 replaced by U+FFFD).
     pub(crate) key: String,
@@ -77,48 +76,125 @@ pub(crate) struct LockRecord {
     pub(crate) waiters: Vec<Holder>,
 }
 
-/// `TIME` on the node that holds `KEYS[1]` (a pipeline's keyless `TIME` could go to any node of
-/// a cluster).
-const TIME_OF_KEY: &str = "return redis.call('TIME')";
+/// A key matched under the prefix that holds another Redis type than a string (a list, a
+/// hash, ...): no lockcore lock, shown so that an operator sees what else lives there.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct OtherKey {
+    /// Always `"not_a_lock"`.
+    pub(crate) kind: &'static str,
+    /// The full Redis key (bytes that are not UTF-8 replaced by U+FFFD).
+    pub(crate) key: String,
+    /// The key's bytes as stored.
+    #[serde(skip)]
+    pub(crate) key_bytes: Vec<u8>,
+    /// What `TYPE` says: `list`, `hash`, `set`, `zset`, `stream`, ...
+    #[serde(rename = "type")]
+    pub(crate) redis_type: String,
+    /// Remaining TTL in ms; -1 when the key has no expiry.
+    pub(crate) pttl_ms: i64,
+    /// Always `null`: nobody holds it.
+    pub(crate) holder: Option<Holder>,
+    /// Always empty.
+    pub(crate) waiters: Vec<Holder>,
+}
 
-/// Reads `key` as a lock, `None` when it vanished (released or expired) meanwhile.
+/// What a key turned out to be.
+#[derive(Debug, Clone)]
+pub(crate) enum Found {
+    Lock(LockRecord),
+    NotALock(OtherKey),
+}
+
+/// Reads one key atomically on the node that holds it: its type, its value when it is a string
+/// (`false`, a nil reply, otherwise: `GET` on another type is an error), its PTTL and that
+/// node's clock (a pipeline's keyless `TIME` could go to any node of a cluster).
+///
+/// KEYS[1]: the key. Reply: `{type, value or nil, pttl_ms, seconds, microseconds}`.
+const READ_KEY: &str = r"
+local kind = redis.call('TYPE', KEYS[1])['ok']
+local value = false
+if kind == 'string' then value = redis.call('GET', KEYS[1]) end
+local now = redis.call('TIME')
+return {kind, value, redis.call('PTTL', KEYS[1]), now[1], now[2]}
+";
+
+/// One key as [`READ_KEY`] saw it.
+pub(crate) struct RawKey {
+    /// `TYPE`: `none` when the key is gone.
+    pub(crate) redis_type: String,
+    /// The value of a string key.
+    pub(crate) value: Option<Vec<u8>>,
+    pub(crate) pttl_ms: i64,
+    /// The node's clock, ms since the Unix epoch.
+    pub(crate) server_now_ms: u64,
+}
+
+/// [`READ_KEY`] as a pipeline command.
+fn read_key_cmd(pipe: &mut redis::Pipeline, key: &[u8]) {
+    pipe.cmd("EVAL").arg(READ_KEY).arg(1).arg(key);
+}
+
+/// Decodes the reply of [`read_key_cmd`].
+fn decode_raw(value: redis::Value) -> Result<RawKey, CtlError> {
+    let (redis_type, value, pttl_ms, secs, micros): (String, Option<Vec<u8>>, i64, u64, u64) =
+        decode(value)?;
+    Ok(RawKey {
+        redis_type,
+        value,
+        pttl_ms,
+        server_now_ms: secs.saturating_mul(1000) + micros / 1000,
+    })
+}
+
+/// Reads one key, whatever its type, in one round trip.
+pub(crate) async fn read_raw(target: &mut Target, key: &[u8]) -> Result<RawKey, CtlError> {
+    let mut pipe = redis::pipe();
+    read_key_cmd(&mut pipe, key);
+    let replies: Vec<redis::Value> = pipe.query_async(target).await?;
+    decode_raw(replies.into_iter().next().unwrap_or(redis::Value::Nil))
+}
+
+/// Reads `key`: a lock when it holds a string, an [`OtherKey`] for another type, `None` when
+/// it vanished (released or expired) meanwhile.
 pub(crate) async fn read(
     target: &mut Target,
     prefix: &str,
     key: &[u8],
-) -> Result<Option<LockRecord>, CtlError> {
+) -> Result<Option<Found>, CtlError> {
     // A key that is not UTF-8 is no lockcore lock: it has no waiter queue.
     let queues = std::str::from_utf8(key)
         .ok()
         .map(|key| lockcore::keyspace::waiter_queue_keys(prefix, key));
     // All keys share the lock key's slot, so one pipeline serves a cluster too.
     let mut pipe = redis::pipe();
-    pipe.get(key).pttl(key);
+    read_key_cmd(&mut pipe, key);
     if let Some((queue, entries)) = &queues {
-        pipe.lrange(queue, 0, -1)
-            .hgetall(entries)
-            .cmd("EVAL")
-            .arg(TIME_OF_KEY)
-            .arg(1)
-            .arg(key);
+        pipe.lrange(queue, 0, -1).hgetall(entries);
     }
     let replies: Vec<redis::Value> = pipe.query_async(target).await?;
     let mut replies = replies.into_iter();
     let mut next = || replies.next().unwrap_or(redis::Value::Nil);
-    let value: Option<Vec<u8>> = decode(next())?;
-    let pttl: i64 = decode(next())?;
+    let raw = decode_raw(next())?;
     let queued: Vec<Vec<u8>> = decode(next())?;
     let entries: HashMap<Vec<u8>, String> = decode(next())?;
-    let (secs, micros): (u64, u64) = match next() {
-        redis::Value::Nil => (0, 0),
-        time => decode(time)?,
-    };
-    let Some(value) = value else {
-        return Ok(None);
+    let shown_key = String::from_utf8_lossy(key).into_owned();
+    let value = match (raw.redis_type.as_str(), raw.value) {
+        ("none", _) | ("string", None) => return Ok(None),
+        ("string", Some(value)) => value,
+        (_, _) => {
+            return Ok(Some(Found::NotALock(OtherKey {
+                kind: "not_a_lock",
+                key: shown_key,
+                key_bytes: key.to_vec(),
+                redis_type: raw.redis_type,
+                pttl_ms: raw.pttl_ms,
+                holder: None,
+                waiters: Vec::new(),
+            })));
+        }
     };
     let holder = Holder::parse(&value);
     // A queued waiter is live while its entry's deadline (the server's clock) is ahead.
-    let server_now_ms = secs.saturating_mul(1000) + micros / 1000;
     let waiters = queued
         .iter()
         .filter(|waiter| {
@@ -126,22 +202,22 @@ pub(crate) async fn read(
             entries
                 .get(token)
                 .and_then(|entry| lockcore::keyspace::entry_deadline_ms(entry))
-                .is_some_and(|deadline| deadline > server_now_ms)
+                .is_some_and(|deadline| deadline > raw.server_now_ms)
         })
         .map(|waiter| Holder::parse(waiter))
         .collect();
     let held_ms = holder.acquired_at.map(|at| now_ms().saturating_sub(at));
-    Ok(Some(LockRecord {
+    Ok(Some(Found::Lock(LockRecord {
         kind: "lock",
-        key: String::from_utf8_lossy(key).into_owned(),
+        key: shown_key,
         key_bytes: key.to_vec(),
-        pttl_ms: pttl,
+        pttl_ms: raw.pttl_ms,
         holder_object: holder.clone(),
         holder,
         held_ms,
         fencing_token: None,
         waiters,
-    }))
+    })))
 }
 
 /// One pipeline reply as `T`.
@@ -149,161 +225,21 @@ fn decode<T: redis::FromRedisValue>(value: redis::Value) -> Result<T, CtlError> 
     redis::from_redis_value(value).map_err(|e| CtlError::Redis(e.into()))
 }
 
-/// Every lock whose key matches `pattern`, sorted by key, and the idempotency records found
-/// by it (a record key or a running call's lock key), sorted by idempotency key; other
-/// auxiliary keys are left out.
-pub(crate) async fn list(
-    target: &mut Target,
-    prefix: &str,
-    pattern: &str,
-) -> Result<(Vec<LockRecord>, Vec<IdemRecord>), CtlError> {
-    let keys = target.scan_strings(pattern).await?;
-    let mut records = Vec::with_capacity(keys.len());
-    let mut idem_keys = BTreeSet::new();
-    for key in keys {
-        if let Ok(text) = std::str::from_utf8(&key) {
-            if let Some(idem_key) = idempotency_key(prefix, text) {
-                idem_keys.insert(idem_key.to_owned());
-                continue;
-            }
-            if lockcore::keyspace::is_auxiliary_key(prefix, text) {
-                continue;
-            }
-        }
-        if let Some(record) = read(target, prefix, &key).await? {
-            records.push(record);
-        }
-    }
-    let mut idem = Vec::with_capacity(idem_keys.len());
-    for idem_key in idem_keys {
-        if let Some(record) = read_idempotency(target, prefix, &idem_key, false).await? {
-            idem.push(record);
-        }
-    }
-    Ok((records, idem))
-}
-
-/// One lock, checked: an error names the key when it is missing or not a lock.
+/// One key, checked: a lock or a key of another type; an error names the key when it is
+/// missing or one of the library's auxiliary keys.
 pub(crate) async fn inspect(
     target: &mut Target,
     prefix: &str,
     key: &str,
-) -> Result<LockRecord, CtlError> {
-    check_is_lock(target, prefix, key).await?;
+) -> Result<Found, CtlError> {
+    if lockcore::keyspace::is_auxiliary_key(prefix, key) {
+        check_is_lock(target, prefix, key).await?;
+    }
     read(target, prefix, key.as_bytes())
         .await?
         .ok_or_else(|| CtlError::NoSuchKey {
             key: key.to_owned(),
         })
-}
-
-/// One idempotency record, by its record key or its lock key: an error names the key when
-/// neither the record nor a running first call exists. The stored JSON is included.
-pub(crate) async fn inspect_idempotency(
-    target: &mut Target,
-    prefix: &str,
-    idem_key: &str,
-    key: &str,
-) -> Result<IdemRecord, CtlError> {
-    read_idempotency(target, prefix, idem_key, true)
-        .await?
-        .ok_or_else(|| CtlError::NoSuchKey {
-            key: key.to_owned(),
-        })
-}
-
-/// The idempotency key of a record key or of its lock key, prefix left out.
-pub(crate) fn idempotency_key<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
-    lockcore::keyspace::idempotency_key_of(prefix, key)
-}
-
-/// One idempotency record: `done` (stored) or `running` (its first call holds the lock and
-/// has stored nothing yet).
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct IdemRecord {
-    /// Always `"idempotency"`.
-    pub(crate) kind: &'static str,
-    /// The record key (full, prefix included); it exists once the state is `done`.
-    pub(crate) key: String,
-    /// The lock key that serialises the first call.
-    pub(crate) lock_key: String,
-    /// The idempotency key as the application passed it.
-    pub(crate) idempotency_key: String,
-    /// `running` or `done`.
-    pub(crate) state: &'static str,
-    /// The record's remaining TTL (`done`) or the lock's (`running`), in ms; -1: no expiry.
-    pub(crate) pttl_ms: i64,
-    /// Since the record was written (`done`) or the first call took the lock (`running`).
-    pub(crate) age_ms: Option<u64>,
-    /// The stored record's size in bytes (`done`).
-    pub(crate) size_bytes: Option<u64>,
-    /// When the record was written, ms since the Unix epoch (`done`).
-    pub(crate) written_at: Option<u64>,
-    /// The request fingerprint stored with the record, if any.
-    pub(crate) fingerprint: Option<String>,
-    /// Who runs the first call (`running`).
-    pub(crate) holder: Option<Holder>,
-    /// Duplicates queued for the first call's lock, first in line first.
-    pub(crate) waiters: Vec<Holder>,
-    /// The stored JSON (`inspect` only; a string when it is not JSON).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) record: Option<serde_json::Value>,
-}
-
-/// Reads the idempotency record of `idem_key`, `None` when there is neither a record nor a
-/// running first call.
-pub(crate) async fn read_idempotency(
-    target: &mut Target,
-    prefix: &str,
-    idem_key: &str,
-    with_value: bool,
-) -> Result<Option<IdemRecord>, CtlError> {
-    let (record_key, lock_key) = lockcore::keyspace::idempotency_keys(prefix, idem_key);
-    let (text, pttl): (Option<Vec<u8>>, i64) = redis::pipe()
-        .get(&record_key)
-        .pttl(&record_key)
-        .query_async(target)
-        .await?;
-    let mut record = IdemRecord {
-        kind: "idempotency",
-        key: record_key,
-        lock_key: lock_key.clone(),
-        idempotency_key: idem_key.to_owned(),
-        state: "done",
-        pttl_ms: pttl,
-        age_ms: None,
-        size_bytes: None,
-        written_at: None,
-        fingerprint: None,
-        holder: None,
-        waiters: Vec::new(),
-        record: None,
-    };
-    if let Some(text) = text {
-        let parsed: Option<serde_json::Value> = serde_json::from_slice(&text).ok();
-        let field = |name: &str| parsed.as_ref().and_then(|v| v.get(name));
-        record.written_at = field("at_ms").and_then(serde_json::Value::as_u64);
-        record.fingerprint = field("fingerprint")
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned);
-        record.age_ms = record.written_at.map(|at| now_ms().saturating_sub(at));
-        record.size_bytes = u64::try_from(text.len()).ok();
-        if with_value {
-            record.record = Some(parsed.unwrap_or_else(|| {
-                serde_json::Value::String(String::from_utf8_lossy(&text).into_owned())
-            }));
-        }
-        return Ok(Some(record));
-    }
-    let Some(lock) = read(target, prefix, lock_key.as_bytes()).await? else {
-        return Ok(None);
-    };
-    record.state = "running";
-    record.pttl_ms = lock.pttl_ms;
-    record.age_ms = lock.held_ms;
-    record.holder = Some(lock.holder);
-    record.waiters = lock.waiters;
-    Ok(Some(record))
 }
 
 /// `TYPE key` is `string` and the name is not one of the library's auxiliary keys.
@@ -317,9 +253,11 @@ pub(crate) async fn check_is_lock(
         "none" => Err(CtlError::NoSuchKey {
             key: key.to_owned(),
         }),
-        "string" if lockcore::keyspace::is_auxiliary_key(prefix, key) => Err(CtlError::NotALock {
+        _ if lockcore::keyspace::is_auxiliary_key(prefix, key) => Err(CtlError::NotALock {
             key: key.to_owned(),
-            found: "an auxiliary key of lockcore (fencing counter or waiter queue)".to_owned(),
+            found: format!(
+                "an auxiliary key of lockcore (a {kind}: fencing counter, waiter queue or idempotency record)"
+            ),
         }),
         "string" => Ok(()),
         other => Err(CtlError::NotALock {
@@ -329,12 +267,7 @@ pub(crate) async fn check_is_lock(
     }
 }
 
-/// This machine's wall clock, in ms since the Unix epoch.
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+use crate::time::now_ms;
 
 #[cfg(test)]
 mod tests {

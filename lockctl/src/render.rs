@@ -6,47 +6,100 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::escape;
-use crate::record::{Holder, IdemRecord, LockRecord};
+use crate::idem::IdemRecord;
+use crate::listing::Listing;
+use crate::record::{Holder, LockRecord, OtherKey};
+use crate::time::{now_ms, when_or_dash};
 
 /// How much of a stored record the `inspect` table shows.
 const RECORD_PREVIEW_CHARS: usize = 200;
 
-/// One entry of the JSON array: a lock (`"kind": "lock"`) or an idempotency record
-/// (`"kind": "idempotency"`).
+/// One entry of the JSON array: a lock (`"kind": "lock"`), a key that is not a lock
+/// (`"kind": "not_a_lock"`) or an idempotency record (`"kind": "idempotency"`).
 #[derive(Serialize)]
 #[serde(untagged)]
 enum Entry<'a> {
     Lock(&'a LockRecord),
+    NotALock(&'a OtherKey),
     Idempotency(&'a IdemRecord),
 }
 
-/// One JSON array of objects, on one line: the locks, then the idempotency records.
-pub(crate) fn json(records: &[LockRecord], idem: &[IdemRecord]) -> String {
-    let entries: Vec<Entry<'_>> = records
+/// One JSON array of objects, on one line: the locks, the keys that are not locks, then the
+/// idempotency records. Times stay raw (ms since the Unix epoch, durations in ms).
+pub(crate) fn json(listing: &Listing) -> String {
+    let entries: Vec<Entry<'_>> = listing
+        .locks
         .iter()
         .map(Entry::Lock)
-        .chain(idem.iter().map(Entry::Idempotency))
+        .chain(listing.others.iter().map(Entry::NotALock))
+        .chain(listing.idem.iter().map(Entry::Idempotency))
         .collect();
     // Serializing plain structs of strings and numbers cannot fail; fall back to `[]` anyway.
     serde_json::to_string(&entries).unwrap_or_else(|_| "[]".to_owned())
 }
 
-/// The `list` / `watch` tables: the locks, then the idempotency records (when there are any).
-pub(crate) fn table(records: &[LockRecord], idem: &[IdemRecord]) -> String {
-    let mut out = lock_table(records);
-    if !idem.is_empty() {
+/// The `list` / `watch` tables: the locks, then the keys that are not locks and the
+/// idempotency records (each when there are any).
+pub(crate) fn table(listing: &Listing) -> String {
+    let now = now_ms();
+    let mut out = lock_table(&listing.locks, now);
+    if !listing.others.is_empty() {
         out.push('\n');
-        out.push_str(&idempotency_table(idem));
+        out.push_str(&other_table(&listing.others));
+    }
+    if !listing.idem.is_empty() {
+        out.push('\n');
+        out.push_str(&idempotency_table(&listing.idem, now));
     }
     out
 }
 
-fn idempotency_table(idem: &[IdemRecord]) -> String {
+fn other_table(others: &[OtherKey]) -> String {
+    let mut rows = vec![
+        ["NOT A LOCK", "TYPE", "PTTL_MS"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    for o in others {
+        rows.push(vec![
+            escape::bytes(&o.key_bytes).into_owned(),
+            shown(&o.redis_type),
+            o.pttl_ms.to_string(),
+        ]);
+    }
+    let mut out = columns(&rows);
+    let _ = writeln!(
+        out,
+        "{} key(s) under the pattern that are not locks (another Redis type than a string)",
+        others.len()
+    );
+    out
+}
+
+/// The `inspect` view of a key that is not a lock.
+pub(crate) fn other_detail(o: &OtherKey) -> String {
+    let rows: Vec<Vec<String>> = vec![
+        vec!["key".into(), escape::bytes(&o.key_bytes).into_owned()],
+        vec!["kind".into(), o.kind.to_owned()],
+        vec!["type".into(), shown(&o.redis_type)],
+        vec!["pttl_ms".into(), o.pttl_ms.to_string()],
+        vec![
+            "note".into(),
+            format!(
+                "a Redis {}, not a string: no lockcore lock (`release` refuses it)",
+                shown(&o.redis_type)
+            ),
+        ],
+    ];
+    columns(&rows)
+}
+
+fn idempotency_table(idem: &[IdemRecord], now: u64) -> String {
     let mut rows = vec![
         [
             "IDEMPOTENCY KEY",
             "STATE",
-            "AGE",
+            "SINCE",
             "SIZE",
             "PTTL_MS",
             "HOLDER",
@@ -61,7 +114,7 @@ fn idempotency_table(idem: &[IdemRecord]) -> String {
         rows.push(vec![
             shown(&r.key),
             r.state.to_owned(),
-            r.age_ms.map_or_else(|| "-".to_owned(), human_ms),
+            when_or_dash(since(r), now),
             r.size_bytes
                 .map_or_else(|| "-".to_owned(), |n| format!("{n}B")),
             r.pttl_ms.to_string(),
@@ -79,6 +132,7 @@ fn idempotency_table(idem: &[IdemRecord]) -> String {
 
 /// The `inspect` view of an idempotency record, with the stored JSON cut to a preview.
 pub(crate) fn idempotency_detail(r: &IdemRecord) -> String {
+    let now = now_ms();
     let holder = r.holder.as_ref();
     let number = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
     let mut rows: Vec<Vec<String>> = vec![
@@ -88,20 +142,13 @@ pub(crate) fn idempotency_detail(r: &IdemRecord) -> String {
         vec!["lock_key".into(), shown(&r.lock_key)],
         vec!["state".into(), r.state.to_owned()],
         vec!["pttl_ms".into(), r.pttl_ms.to_string()],
-        vec![
-            "age".into(),
-            r.age_ms.map_or_else(|| "-".to_owned(), human_ms),
-        ],
+        vec!["since".into(), when_or_dash(since(r), now)],
         vec![
             "size".into(),
             r.size_bytes
                 .map_or_else(|| "-".to_owned(), |n| format!("{n} bytes")),
         ],
-        vec![
-            "written_at".into(),
-            r.written_at
-                .map_or_else(|| "-".to_owned(), |a| format!("{a} (unix ms)")),
-        ],
+        vec!["written_at".into(), when_or_dash(r.written_at, now)],
         vec!["fingerprint".into(), or_dash(r.fingerprint.as_deref())],
         vec![
             "host".into(),
@@ -125,6 +172,12 @@ pub(crate) fn idempotency_detail(r: &IdemRecord) -> String {
     columns(&rows)
 }
 
+/// When a record was written (`done`) or its first call took the lock (`running`).
+fn since(r: &IdemRecord) -> Option<u64> {
+    r.written_at
+        .or_else(|| r.holder.as_ref().and_then(|h| h.acquired_at))
+}
+
 /// `text` cut to [`RECORD_PREVIEW_CHARS`] characters, saying how much was left out.
 fn preview(text: &str) -> String {
     match text.char_indices().nth(RECORD_PREVIEW_CHARS) {
@@ -137,10 +190,10 @@ fn preview(text: &str) -> String {
     }
 }
 
-fn lock_table(records: &[LockRecord]) -> String {
+fn lock_table(records: &[LockRecord], now: u64) -> String {
     let mut rows = vec![
         [
-            "KEY", "PTTL_MS", "HOLDER", "PID", "LABEL", "HELD", "TEMPLATE", "WAITERS",
+            "KEY", "PTTL_MS", "HOLDER", "PID", "LABEL", "ACQUIRED", "TEMPLATE", "WAITERS",
         ]
         .map(str::to_owned)
         .to_vec(),
@@ -153,7 +206,7 @@ fn lock_table(records: &[LockRecord]) -> String {
             or_dash(h.host.as_deref()),
             h.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
             or_dash(h.label.as_deref()),
-            r.held_ms.map_or_else(|| "-".to_owned(), human_ms),
+            when_or_dash(h.acquired_at, now),
             or_dash(h.key_template.as_deref()),
             r.waiters.len().to_string(),
         ]);
@@ -176,15 +229,7 @@ pub(crate) fn detail(r: &LockRecord) -> String {
             h.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
         ],
         vec!["label".into(), or_dash(h.label.as_deref())],
-        vec![
-            "acquired_at".into(),
-            h.acquired_at
-                .map_or_else(|| "-".to_owned(), |a| format!("{a} (unix ms)")),
-        ],
-        vec![
-            "held".into(),
-            r.held_ms.map_or_else(|| "-".to_owned(), human_ms),
-        ],
+        vec!["acquired_at".into(), when_or_dash(h.acquired_at, now_ms())],
         vec!["key_template".into(), or_dash(h.key_template.as_deref())],
         vec!["fencing_token".into(), "- (not stored in Redis)".into()],
         vec!["waiters".into(), r.waiters.len().to_string()],
@@ -213,17 +258,6 @@ fn shown(s: &str) -> String {
 /// Text from Redis, escaped, or `-`.
 fn or_dash(s: Option<&str>) -> String {
     s.map_or_else(|| "-".to_owned(), shown)
-}
-
-/// `850ms`, `12.3s`, `4m05s`, `3h07m`, `2d04h`.
-fn human_ms(ms: u64) -> String {
-    match ms {
-        0..1_000 => format!("{ms}ms"),
-        1_000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
-        60_000..3_600_000 => format!("{}m{:02}s", ms / 60_000, (ms / 1000) % 60),
-        3_600_000..86_400_000 => format!("{}h{:02}m", ms / 3_600_000, (ms / 60_000) % 60),
-        _ => format!("{}d{:02}h", ms / 86_400_000, (ms / 3_600_000) % 24),
-    }
 }
 
 /// Left-aligned columns, two spaces apart.
@@ -257,15 +291,6 @@ fn columns(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_well() {
-        assert_eq!(human_ms(850), "850ms");
-        assert_eq!(human_ms(12_345), "12.3s");
-        assert_eq!(human_ms(245_000), "4m05s");
-        assert_eq!(human_ms(11_220_000), "3h07m");
-        assert_eq!(human_ms(187_200_000), "2d04h");
-    }
 
     #[test]
     fn columns_align() {

@@ -87,16 +87,7 @@ async fn control_characters_are_escaped_in_text_and_exact_in_json() {
     let inspected = json(&["--url", &url, "inspect", &full, "--json"]).await;
     assert_eq!(inspected[0]["key"], full.as_str());
 
-    let watch = ok(&[
-        "--url",
-        &url,
-        "watch",
-        "--iterations",
-        "1",
-        "--interval",
-        "1",
-    ])
-    .await;
+    let watch = common::watch_once(&url).await;
     assert_inert(&watch, "watch");
     assert!(watch.contains(HOSTILE_SHOWN), "{watch}");
 

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `server` | [`RedisServer`]: a private `redis-server` per test, on a free port (never 6379) |
 //! | `proxy` | [`FaultProxy`]: a TCP proxy that delays, drops and blackholes traffic |
+//! | `postgres` | [`PostgresServer`]: a private PostgreSQL on a free port, for the fencing example |
 //! | `fake_redis` | [`FakeRedis`]: a fake server that answers with whatever bytes a test chooses |
 //! | `managers` | managers, runtimes and option shorthands on a server |
 //! | `probes` | raw-connection reads, writes and bounded polls for assertions |
@@ -32,6 +33,8 @@ mod flavour;
 mod poll;
 mod ports;
 pub use ports::free_port;
+mod postgres;
+pub use postgres::{PG_BINDIR_ENV, POSTGRES_INSTALL_HINT, PostgresServer};
 mod process;
 mod sentinel;
 mod server;
