@@ -24,6 +24,7 @@ mod monitor;
 mod monitor_line;
 mod pin;
 mod report;
+mod results;
 mod scenarios;
 mod stats;
 mod table;
@@ -37,7 +38,8 @@ use std::time::{Instant, SystemTime};
 use clap::Parser;
 
 use crate::lockers::Kind;
-use crate::report::{Env, Results};
+use crate::report::Env;
+use crate::results::Results;
 use crate::scenarios::Config;
 
 /// Benchmarks lockcore against raw redis-rs and peer crates, on private redis-server processes.

@@ -4,13 +4,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::b1::B1;
-use crate::b2::Contention;
-use crate::b3::B3;
-use crate::b5::Renewals;
-use crate::b6::B6;
 use crate::lockers::Kind;
-use crate::scenarios::{BUDGET, Config, Cycles, Row};
+use crate::results::Results;
+use crate::scenarios::{BUDGET, Config};
 use crate::table::Table;
 use crate::tables;
 
@@ -31,16 +27,6 @@ pub(crate) struct Env {
     pub(crate) duration: Duration,
     /// The runtime flavor of B1, B3, B4 and B6.
     pub(crate) latency_runtime: &'static str,
-}
-
-/// Everything measured; a scenario that was not run is `None`.
-pub(crate) struct Results {
-    pub(crate) b1: Option<Result<B1, String>>,
-    pub(crate) b2: Option<Vec<Row<Vec<Contention>>>>,
-    pub(crate) b3: Option<Result<B3, String>>,
-    pub(crate) b4: Option<Vec<Row<Vec<Cycles>>>>,
-    pub(crate) b5: Option<Vec<Row<Vec<Renewals>>>>,
-    pub(crate) b6: Option<B6>,
 }
 
 /// The command that produces this report.

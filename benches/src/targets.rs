@@ -7,7 +7,7 @@ use crate::b1::{B1, B1Setup};
 use crate::b2::{Contention, find_contention};
 use crate::b4::b4_floor;
 use crate::lockers::Kind;
-use crate::report::Results;
+use crate::results::Results;
 use crate::scenarios::cells_of;
 use crate::stats::{delta, fmt_dur, fmt_rate};
 use crate::table::Table;
