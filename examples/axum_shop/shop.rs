@@ -213,8 +213,8 @@ pub(crate) async fn serve(
     axum::serve(listener, router(shop))
         .with_graceful_shutdown(shutdown)
         .await?;
-    // `LockManager::close` is not in this lockcore yet: once it is, this line runs it.
-    // locks.close().await?;
-    drop(locks);
+    // Releases any guard still alive (a handler cancelled mid-flight) and stops the watchdog
+    // and the hand-off listener; acquires after this fail with `LockError::Closed`.
+    locks.close().await?;
     Ok(())
 }

@@ -95,6 +95,7 @@ mod guide;
 
 pub use builder::LockManagerBuilder;
 pub use error::LockError;
+pub use features::admin;
 pub use features::fenced::gate::FenceGate;
 pub use features::fenced::redis::FencedRedis;
 pub use features::fenced::stale::{FenceError, StaleWrite};

@@ -35,10 +35,22 @@ pub(crate) enum CtlError {
     /// A command failed after connecting.
     #[error("redis error: {0}")]
     Redis(redis::RedisError),
+    /// The library's release failed.
+    #[error("{0}")]
+    Lock(lockcore::LockError),
 }
 
 impl From<redis::RedisError> for CtlError {
     fn from(err: redis::RedisError) -> Self {
         CtlError::Redis(err)
+    }
+}
+
+impl From<lockcore::LockError> for CtlError {
+    fn from(err: lockcore::LockError) -> Self {
+        match err {
+            lockcore::LockError::Redis(err) => CtlError::Redis(err),
+            other => CtlError::Lock(other),
+        }
     }
 }

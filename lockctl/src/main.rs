@@ -34,14 +34,6 @@ use crate::error::CtlError;
 use crate::listing::Listing;
 use crate::record::Found;
 
-/// Compare-and-delete of the exact value read, as the library releases.
-const RELEASE_SCRIPT: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-";
-
 fn main() -> ExitCode {
     let cli = Cli::parse_with_env();
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -139,12 +131,8 @@ async fn release(
             expected: expected.to_owned(),
         });
     }
-    let deleted: i64 = redis::Script::new(RELEASE_SCRIPT)
-        .key(key)
-        .arg(&value)
-        .invoke_async(&mut *target)
-        .await?;
-    if deleted != 1 {
+    let outcome = lockcore::admin::force_release(&mut *target, prefix, key, &value).await?;
+    if outcome != lockcore::admin::ForceRelease::Released {
         return Err(CtlError::Changed {
             key: key.to_owned(),
         });

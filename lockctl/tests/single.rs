@@ -190,6 +190,38 @@ async fn release_force_frees_the_lock_and_refuses_another_holder() {
         .expect("the new holder still holds it");
 }
 
+/// `release --force` is the library's release: a queued waiter is handed the lock in the same
+/// call, so the key holds the waiter's token the moment `lockctl` returns, instead of being
+/// deleted and left for the waiter's next re-check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_force_hands_the_lock_to_the_queued_waiter() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let holder = manager(&server, "stuck").await;
+    let waiter = LockManager::builder()
+        .url(server.url())
+        .fencing_counter(lockcore::FencingCounter::Off)
+        .build()
+        .await
+        .expect("connect");
+    let mut raw = server.connection().await;
+    let stuck = holder.acquire("pay:2", &opts(0)).await.expect("acquire");
+    let waiting = tokio::spawn(async move { waiter.acquire("pay:2", &opts(30_000)).await });
+    queued(&mut raw, "lock:pay:2", 1).await;
+
+    ok(&["--url", &url, "release", "lock:pay:2", "--force"]).await;
+    let now: Option<String> = raw.get("lock:pay:2").await.expect("GET");
+    let now = now.expect("the key was deleted instead of handed to the waiter");
+    let granted = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter was never woken")
+        .expect("join")
+        .expect("the waiter acquires");
+    assert_eq!(lockcore::keyspace::split_value(&now).0, granted.token());
+    assert!(stuck.release().await.is_err_and(|e| e.is_lost()));
+    granted.release().await.expect("release");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_refreshes_a_bounded_number_of_times() {
     let server = RedisServer::start();

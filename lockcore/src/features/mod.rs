@@ -1,6 +1,7 @@
 //! What builds on the lock manager: several keys at once, reentrancy, idempotency records, and
 //! fenced resources.
 
+pub mod admin;
 pub(crate) mod fenced;
 #[cfg(feature = "idempotency")]
 pub(crate) mod idempotency;
