@@ -1,6 +1,6 @@
 //! Client-side CPU cost of one uncontended `acquire` + `release` on a single node.
 //!
-//! `client_cost [N]` starts a private `redis-server`, builds a [`LockManager`] with the default
+//! `client_cost [N] [floor]` starts a private `redis-server`, builds a [`LockManager`] with the default
 //! options, warms up (100 pairs), then runs `N` (default 2000) sequential
 //! `acquire` + `release` pairs on distinct keys (`LockOptions::new(Duration::from_secs(10))`)
 //! on a current-thread tokio runtime, and prints `client_cost: pairs=N`.
@@ -18,6 +18,10 @@
 //! echo $(( ($(grep -oP '^summary: \K\d+' cg.4000) - $(grep -oP '^summary: \K\d+' cg.2000)) / 2000 ))
 //! callgrind_annotate --inclusive=yes cg.4000 | head -60
 //! ```
+//!
+//! With `floor` it runs the same pairs without lockcore: `SET key token NX PX 10000` and an
+//! `EVALSHA` of a compare-and-delete script on one redis-rs `ConnectionManager`, the least a
+//! lock client can send, to compare against.
 //!
 //! (`line-tables-only` only names the inlined code in the profile; the count is the same
 //! without it.) The figure is deterministic to about ±10 instructions from run to run. The cost
@@ -38,12 +42,24 @@ fn main() {
         n.parse()
             .unwrap_or_else(|_| panic!("N must be a number, not {n:?}"))
     });
+    let floor = std::env::args().nth(2).is_some_and(|mode| mode == "floor");
     let server = RedisServer::start();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap_or_else(|err| panic!("tokio runtime: {err}"));
     runtime.block_on(async {
+        if floor {
+            let client =
+                redis::Client::open(server.url()).unwrap_or_else(|err| panic!("client: {err}"));
+            let mut conn = redis::aio::ConnectionManager::new(client)
+                .await
+                .unwrap_or_else(|err| panic!("connection: {err}"));
+            let mut key = String::with_capacity(32);
+            run_floor(&mut conn, &mut key, "warm", WARM_UP).await;
+            run_floor(&mut conn, &mut key, "cost", pairs).await;
+            return;
+        }
         let locks = LockManager::builder()
             .url(server.url())
             .build()
@@ -70,5 +86,41 @@ async fn run(locks: &LockManager, opts: &LockOptions, key: &mut String, tag: &st
             .release()
             .await
             .unwrap_or_else(|err| panic!("release {key}: {err}"));
+    }
+}
+
+/// The compare-and-delete release of the floor.
+const RELEASE: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/// `n` sequential `SET NX PX` + compare-and-delete pairs without lockcore.
+async fn run_floor(
+    conn: &mut redis::aio::ConnectionManager,
+    key: &mut String,
+    tag: &str,
+    n: usize,
+) {
+    let release = redis::Script::new(RELEASE);
+    for i in 0..n {
+        key.clear();
+        let _ = write!(key, "{tag}:{i}");
+        let token = format!("{:032x}", fastrand::u128(..));
+        let set: Option<String> = redis::cmd("SET")
+            .arg(&*key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(10_000)
+            .query_async(conn)
+            .await
+            .unwrap_or_else(|err| panic!("SET {key}: {err}"));
+        assert!(set.is_some(), "{key} was free");
+        let deleted: i64 = release
+            .key(&*key)
+            .arg(&token)
+            .invoke_async(conn)
+            .await
+            .unwrap_or_else(|err| panic!("release {key}: {err}"));
+        assert_eq!(deleted, 1, "{key} released");
     }
 }
