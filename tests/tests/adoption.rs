@@ -131,6 +131,9 @@ async fn without_close_a_guard_outliving_its_runtime_leaves_the_key() {
 async fn the_first_acquire_costs_one_round_trip() {
     let server = RedisServer::start();
     let locks = manager(&server).await;
+    // Connected before MONITOR starts: a new connection's own `CLIENT SETINFO` (Valkey shows
+    // it) is not the acquire's.
+    let mut raw = server.connection().await;
     let port = server.port();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<()>();
     let seen = tokio::task::spawn_blocking(move || {
@@ -151,7 +154,6 @@ async fn the_first_acquire_costs_one_round_trip() {
         }
         commands
     });
-    let mut raw = server.connection().await;
     ready_rx
         .await
         .unwrap_or_else(|e| panic!("MONITOR is up: {e}"));
