@@ -68,12 +68,8 @@ pub(crate) async fn b3(cfg: &Config, kinds: &[Kind]) -> Result<B3, String> {
 /// the release call to the claim's reply, after an idle pause like B3's holds.
 async fn raw_handoffs(url: &str, cfg: &Config) -> Result<Cycles, String> {
     use futures_util::StreamExt;
-    let release = redis::Script::new(
-        "redis.call('DEL', KEYS[1]) redis.call('SET', KEYS[1], ARGV[1], 'PX', 500) return redis.call('PUBLISH', ARGV[2], ARGV[1])",
-    );
-    let claim = redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], 10000) return redis.call('INCR', KEYS[2]) end return 0",
-    );
+    let release = redis::Script::new(lockcore_tests::lua::RAW_HAND_OVER);
+    let claim = redis::Script::new(lockcore_tests::lua::RAW_CLAIM);
     let client = lockers::nodelay_client(url)?;
     let mut holder = lockers::nodelay_connection(url).await?;
     let mut waiter = lockers::nodelay_connection(url).await?;

@@ -242,28 +242,12 @@ pub(crate) async fn nodelay_connection(url: &str) -> Result<MultiplexedConnectio
 // Floor
 
 /// The compare-and-delete every implementation uses in some form.
-static RELEASE: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-    Script::new(
-        r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-",
-    )
-});
+static RELEASE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(lockcore_tests::lua::COMPARE_AND_DELETE));
 
 /// The fenced floor's acquire: `SET NX PX`, and on success `INCR` of the fencing counter.
-static ACQUIRE_FENCED: std::sync::LazyLock<Script> = std::sync::LazyLock::new(|| {
-    Script::new(
-        r"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
-end
-return 0
-",
-    )
-});
+static ACQUIRE_FENCED: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(lockcore_tests::lua::SET_NX_INCR));
 
 /// The fencing counter of the fenced floor.
 const FENCE_COUNTER: &str = "bench:floor:fence";

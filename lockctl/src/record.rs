@@ -105,20 +105,7 @@ pub(crate) enum Found {
     NotALock(OtherKey),
 }
 
-/// Reads one key atomically on the node that holds it: its type, its value when it is a string
-/// (`false`, a nil reply, otherwise: `GET` on another type is an error), its PTTL and that
-/// node's clock (a pipeline's keyless `TIME` could go to any node of a cluster).
-///
-/// KEYS[1]: the key. Reply: `{type, value or nil, pttl_ms, seconds, microseconds}`.
-const READ_KEY: &str = r"
-local kind = redis.call('TYPE', KEYS[1])['ok']
-local value = false
-if kind == 'string' then value = redis.call('GET', KEYS[1]) end
-local now = redis.call('TIME')
-return {kind, value, redis.call('PTTL', KEYS[1]), now[1], now[2]}
-";
-
-/// One key as [`READ_KEY`] saw it.
+/// One key as `lockcore::admin::READ_KEY_SCRIPT` saw it.
 pub(crate) struct RawKey {
     /// `TYPE`: `none` when the key is gone.
     pub(crate) redis_type: String,
@@ -129,9 +116,12 @@ pub(crate) struct RawKey {
     pub(crate) server_now_ms: u64,
 }
 
-/// [`READ_KEY`] as a pipeline command.
+/// The library's key read as a pipeline command.
 fn read_key_cmd(pipe: &mut redis::Pipeline, key: &[u8]) {
-    pipe.cmd("EVAL").arg(READ_KEY).arg(1).arg(key);
+    pipe.cmd("EVAL")
+        .arg(lockcore::admin::READ_KEY_SCRIPT)
+        .arg(1)
+        .arg(key);
 }
 
 /// Decodes the reply of [`read_key_cmd`].

@@ -76,4 +76,5 @@ pub use queues::*;
 pub use stats::*;
 
 pub mod history;
+pub mod lua;
 pub mod nemesis;

@@ -407,7 +407,7 @@ async fn script_reload_waits_for_no_other_shard() {
     let release_took = started.elapsed();
 
     // The twin, within the pause: a script no node has cached.
-    let naive = redis::Script::new("return redis.call('EXISTS', KEYS[1])");
+    let naive = redis::Script::new(lockcore_tests::lua::EXISTS);
     let started = Instant::now();
     let naive_reply: redis::RedisResult<i64> =
         naive.key(full(&keys.healthy)).invoke_async(&mut raw).await;

@@ -70,9 +70,7 @@ async fn c06_release_after_script_flush_succeeds() {
 async fn c06_twin_evalsha_without_fallback_fails_after_flush() {
     let (_server, a, mut raw) = start_with_manager().await;
     let key = full("order:1");
-    let release = redis::Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-    );
+    let release = redis::Script::new(lockcore_tests::lua::COMPARE_AND_DELETE);
     let guard = must_acquire(&a, "order:1", &opts(5000, 0)).await;
     let _: String = release
         .prepare_invoke()

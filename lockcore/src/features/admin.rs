@@ -6,6 +6,14 @@ use crate::protocol::call::Call;
 use crate::protocol::explain::explain;
 use crate::protocol::{keyspace, scripts};
 
+/// The script `lockctl` reads a key with: its type, its value when it is a string, its PTTL
+/// and the clock of the node that holds it, in one atomic call that writes nothing. Send it as
+/// `EVAL <this text> 1 <key>` (in a pipeline of many keys, if you like); the reply is
+/// `[type, value or nil, pttl_ms, seconds, microseconds]`, the type `none` for a missing key
+/// and the value nil unless the key is a string. The PTTL is -1 for a key without expiry and
+/// -2 for a missing one, as `PTTL` says.
+pub const READ_KEY_SCRIPT: &str = scripts::READ_KEY;
+
 /// What [`force_release`] found at the key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForceRelease {

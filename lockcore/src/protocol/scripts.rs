@@ -28,7 +28,7 @@ fn queue_constants() -> [(&'static str, String); 3] {
 
 /// Every script file, by name, for the tests.
 #[cfg(test)]
-pub(crate) const FILES: [(&str, &str); 10] = [
+pub(crate) const FILES: [(&str, &str); 11] = [
     ("acquire", include_str!("lua/acquire.lua")),
     ("acquire_queued", include_str!("lua/acquire_queued.lua")),
     ("acquire_all", include_str!("lua/acquire_all.lua")),
@@ -39,7 +39,12 @@ pub(crate) const FILES: [(&str, &str); 10] = [
     ("write_if_held", include_str!("lua/write_if_held.lua")),
     ("fenced_set", include_str!("lua/fenced_set.lua")),
     ("hand_over", include_str!("lua/hand_over.lua")),
+    ("read_key", READ_KEY),
 ];
+
+/// An operator's read of one key (`lua/read_key.lua`): sent as `EVAL` text, so that a
+/// pipeline of many reads needs no script cache.
+pub(crate) const READ_KEY: &str = include_str!("lua/read_key.lua");
 
 /// Acquire on one Redlock node (`lua/acquire.lua`).
 pub(crate) static ACQUIRE: Lazy<Lua> = Lazy::new(|| {

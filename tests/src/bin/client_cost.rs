@@ -89,10 +89,6 @@ async fn run(locks: &LockManager, opts: &LockOptions, key: &mut String, tag: &st
     }
 }
 
-/// The compare-and-delete release of the floor.
-const RELEASE: &str =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
-
 /// `n` sequential `SET NX PX` + compare-and-delete pairs without lockcore.
 async fn run_floor(
     conn: &mut redis::aio::ConnectionManager,
@@ -100,7 +96,7 @@ async fn run_floor(
     tag: &str,
     n: usize,
 ) {
-    let release = redis::Script::new(RELEASE);
+    let release = redis::Script::new(lockcore_tests::lua::COMPARE_AND_DELETE);
     for i in 0..n {
         key.clear();
         let _ = write!(key, "{tag}:{i}");

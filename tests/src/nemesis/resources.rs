@@ -32,19 +32,8 @@ pub fn counter_key(key: &str) -> String {
 /// The fenced read, on the hash layout of [`FencedRedis`] (fields `value` and `fence`; tokens
 /// compared as decimal strings, as its write script does). Returns `{1, value}` after raising
 /// the fence, `{0, fence}` when the stored fence is newer.
-static CLAIM: LazyLock<redis::Script> = LazyLock::new(|| {
-    redis::Script::new(
-        r"
-local fence = redis.call('HGET', KEYS[1], 'fence') or '0'
-local token = ARGV[1]
-if #fence > #token or (#fence == #token and fence > token) then
-  return {0, fence}
-end
-redis.call('HSET', KEYS[1], 'fence', token)
-return {1, redis.call('HGET', KEYS[1], 'value') or '0:0'}
-",
-    )
-});
+static CLAIM: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(crate::lua::FENCED_CLAIM));
 
 /// A value as read: the count and the fencing token of the write that made it (0: never
 /// written).

@@ -37,8 +37,8 @@ async fn connect(builder: ClusterClientBuilder, cluster: &RedisCluster) -> Clust
         .unwrap_or_else(|e| panic!("cluster connection: {e}\n{}", cluster.log()))
 }
 
-const SET_NX_PX: &str = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
-const EXISTS_TWO: &str = "return redis.call('EXISTS', KEYS[1], KEYS[2])";
+const SET_NX_PX: &str = lockcore_tests::lua::SET_NX_PX;
+const EXISTS_TWO: &str = lockcore_tests::lua::EXISTS;
 
 #[tokio::test]
 async fn scripts_route_by_first_key_and_reload_after_script_flush() {

@@ -393,3 +393,33 @@ async fn write_if_held_and_fenced_set_write_only_when_allowed() {
         .await;
     assert!(bad.is_err(), "{bad:?}");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn read_key_reports_type_value_pttl_and_the_clock_and_writes_nothing() {
+    let server = RedisServer::start();
+    let node = node(&server).await;
+    let read = |key: &'static str| {
+        let node = node.clone();
+        async move {
+            let reply: (String, Option<String>, i64, u64, u64) = redis::cmd("EVAL")
+                .arg(READ_KEY)
+                .arg(1)
+                .arg(key)
+                .query_async(&mut node.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            reply
+        }
+    };
+    let _: () = cmd(&node, &["SET", "lock:s", VALUE, "PX", "5000"]).await;
+    let _: i64 = cmd(&node, &["RPUSH", "lock:l", "x"]).await;
+    let (kind, value, pttl, secs, _) = read("lock:s").await;
+    assert_eq!((kind.as_str(), value.as_deref()), ("string", Some(VALUE)));
+    assert!((4000..=5000).contains(&pttl), "{pttl}");
+    assert!(secs > 1_700_000_000, "the server's clock: {secs}");
+    let (kind, value, pttl, ..) = read("lock:l").await;
+    assert_eq!((kind.as_str(), value, pttl), ("list", None, -1));
+    let (kind, value, pttl, ..) = read("lock:gone").await;
+    assert_eq!((kind.as_str(), value, pttl), ("none", None, -2));
+    assert_eq!(cmd::<i64>(&node, &["DBSIZE"]).await, 2, "nothing written");
+}
