@@ -45,7 +45,8 @@ pub enum LockError {
     /// background until they answer or the TTL ends: the key is gone from them by then at the
     /// latest, as after a dropped guard.
     #[error(
-        "release of lock `{key}` was confirmed by {confirmed} nodes within the node timeout, and a quorum needs {needed}; the late nodes are released in the background"
+        "release of lock `{}` was confirmed by {confirmed} nodes within the node timeout, and a quorum needs {needed}; the late nodes are released in the background",
+        Escaped(.key)
     )]
     ReleaseUnconfirmed {
         /// The full Redis key, prefix included.
@@ -101,7 +102,9 @@ pub enum LockError {
     /// would never end. Returned by an acquire at once, before its wait budget; the key is left
     /// untouched. Rename the lock or remove the foreign key.
     #[error(
-        "the key `{key}` holds a Redis {found}, not a lock; expected a string lock value or no key"
+        "the key `{}` holds a Redis {}, not a lock; expected a string lock value or no key",
+        Escaped(.key),
+        Escaped(.found)
     )]
     NotALock {
         /// The full Redis key, prefix included.
@@ -195,5 +198,51 @@ impl LockError {
                     | ServerErrorKind::ClusterDown
             )
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant that shows a key shows it escaped: a key from request data cannot forge a
+    /// log line or drive a terminal.
+    #[test]
+    fn every_key_in_a_message_is_escaped() {
+        let key = || "lock:pay:\u{1b}[2J\nFAKE LOG LINE".to_owned();
+        let errors = [
+            LockError::Contended {
+                key: key(),
+                waited: Duration::ZERO,
+            },
+            LockError::Lost { key: key() },
+            LockError::ReleaseUnconfirmed {
+                key: key(),
+                confirmed: 1,
+                needed: 2,
+            },
+            LockError::NotReplicated {
+                key: key(),
+                acked: 0,
+                needed: 1,
+            },
+            LockError::NotALock {
+                key: key(),
+                found: "list".to_owned(),
+            },
+            LockError::AlreadyHeld { key: key() },
+            LockError::IdempotencyMismatch { key: key() },
+            LockError::BadIdempotencyRecord {
+                key: key(),
+                reason: "x".to_owned(),
+            },
+        ];
+        for error in errors {
+            let shown = error.to_string();
+            assert!(
+                !shown.chars().any(char::is_control) && shown.contains(r"\u{1b}[2J\nFAKE"),
+                "{error:?} shows {shown:?}"
+            );
+        }
     }
 }

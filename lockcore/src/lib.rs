@@ -109,6 +109,9 @@ pub use manager::LockManager;
 pub use options::LockOptions;
 pub use protocol::fencing::FencingCounter;
 pub use protocol::keyspace::{self, DEFAULT_KEY_PREFIX};
+/// The redis-rs crate lockcore is built on, for [`LockManagerBuilder::client`] and
+/// [`LockError::Redis`]: use it (or the same major version) where a `redis` type meets lockcore.
+pub use redis;
 pub use util::redact::redact_url;
 
 #[cfg(feature = "macros")]
