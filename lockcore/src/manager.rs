@@ -19,7 +19,7 @@ use crate::shared::Shared;
 
 /// A handle that hands out locks on one Redis deployment: a single node, a Sentinel-resolved
 /// primary, a Redis Cluster, or Redlock over several independent masters, as chosen by
-/// [`LockManagerBuilder`]. Cheap to [`Clone`]: an `Arc` inside, and every clone shares the
+/// [`LockManagerBuilder`](crate::builder::LockManagerBuilder). Cheap to [`Clone`]: an `Arc` inside, and every clone shares the
 /// same connections and background tasks.
 ///
 /// # Behavior
@@ -30,7 +30,7 @@ use crate::shared::Shared;
 ///   follows MOVED, ASK and fail-overs; a Sentinel primary is resolved through the sentinels
 ///   and resolved again after a fail-over. Except under Redlock (which always polls), hand-off
 ///   wake-ups arrive over one pub/sub connection per manager. `TCP_NODELAY` is off by default (see
-///   [`LockManagerBuilder::tcp_nodelay`]).
+///   [`LockManagerBuilder::tcp_nodelay`](crate::builder::LockManagerBuilder::tcp_nodelay)).
 /// - Commands time out after the builder's response timeout (default 500 ms) and connection
 ///   attempts after the connection timeout (default 1 s). A backend that is down therefore fails
 ///   an acquire with [`LockError::Redis`] within about one connection timeout (connection

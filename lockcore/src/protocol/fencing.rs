@@ -35,7 +35,7 @@ pub enum FencingCounter {
     PerSlot,
     /// No counter: the acquire is a plain `SET NX PX` (no `INCR`), and
     /// [`LockGuard::fencing_token`](crate::guard::LockGuard::fencing_token) is 0, which
-    /// [`FencedRedis`](crate::features::fenced::FencedRedis) and [`FenceGate`](crate::features::fenced::FenceGate) always refuse
+    /// [`FencedRedis`](crate::FencedRedis) and [`FenceGate`](crate::FenceGate) always refuse
     /// (their error says that fencing is off). What it costs in safety: a holder paused past its
     /// TTL (GC, `SIGSTOP`, a slow network) can still write after the next holder took over, and
     /// nothing at the resource stops it; the lock alone is then only as good as the TTL.

@@ -10,8 +10,8 @@ use crate::features::fenced::stale::StaleWrite;
 /// the write are a single critical section.
 ///
 /// Use it where the resource is this process's own state (a cache, a file, a service that
-/// receives writes from lock holders). For a Redis key use [`FencedRedis`]; for a SQL row, the
-/// `UPDATE .. WHERE fence <= ?` pattern in [`FencedRedis`]'s docs.
+/// receives writes from lock holders). For a Redis key use [`FencedRedis`](crate::FencedRedis); for a SQL row, the
+/// `UPDATE .. WHERE fence <= ?` pattern in [`FencedRedis`](crate::FencedRedis)'s docs.
 ///
 /// The write closure runs under a `std::sync::Mutex`: keep it short and never block on async
 /// work inside it. A closure that panics poisons nothing: the next call proceeds with the value

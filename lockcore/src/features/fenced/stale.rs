@@ -7,7 +7,7 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", self.describe())]
 pub struct StaleWrite {
-    /// What was written to: the Redis key, the table and row, or the [`FenceGate`]'s name.
+    /// What was written to: the Redis key, the table and row, or the [`FenceGate`](crate::FenceGate)'s name.
     pub resource: String,
     /// The fencing token the rejected write carried.
     pub presented: u64,
@@ -47,7 +47,7 @@ impl StaleWrite {
     }
 }
 
-/// Why a [`FencedRedis::set`] did not write.
+/// Why a [`FencedRedis::set`](crate::FencedRedis::set) did not write.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FenceError {
