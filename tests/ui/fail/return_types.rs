@@ -38,11 +38,11 @@ async fn fallback_wrong_parameters(id: u64) -> Result<u64, AppError> {
 }
 
 // fallback_wrong_return_type
-async fn busy_string(_: u64) -> Result<String, AppError> {
-    Ok(String::new())
+async fn busy_flag(_: u64) -> Result<bool, AppError> {
+    Ok(true)
 }
 
-#[distributed_lock(key = "k:<id>", fallback = busy_string)]
+#[distributed_lock(key = "k:<id>", fallback = busy_flag)]
 async fn fallback_wrong_return_type(id: u64) -> Result<u64, AppError> {
     Ok(id)
 }
