@@ -136,21 +136,23 @@ pub fn counter_key(prefix: &str, lock_key: &str, mode: FencingCounter) -> String
 /// assert!(entries.starts_with("lock:__waiters__{") && entries.ends_with("}order:1"));
 /// ```
 pub fn waiter_queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
+    let tag = slot::tag_for(lock_key);
     (
-        aux_key(prefix, QUEUE_NAME, lock_key),
-        aux_key(prefix, ENTRIES_NAME, lock_key),
+        aux_key(prefix, QUEUE_NAME, tag, lock_key),
+        aux_key(prefix, ENTRIES_NAME, tag, lock_key),
     )
 }
 
 /// The waiter queue of `lock_key`, the first of [`waiter_queue_keys`].
 pub(crate) fn queue_key(prefix: &str, lock_key: &str) -> String {
-    aux_key(prefix, QUEUE_NAME, lock_key)
+    aux_key(prefix, QUEUE_NAME, slot::tag_for(lock_key), lock_key)
 }
 
-/// `<prefix><kind>{<tag>}<name>`: an auxiliary key of `lock_key` in its cluster slot.
-fn aux_key(prefix: &str, kind: &str, lock_key: &str) -> String {
+/// `<prefix><kind>{<tag>}<name>`: an auxiliary key of `lock_key` in its cluster slot, whose
+/// hash tag is `tag`.
+fn aux_key(prefix: &str, kind: &str, tag: &str, lock_key: &str) -> String {
     let name = lock_key.strip_prefix(prefix).unwrap_or(lock_key);
-    concat(&[prefix, kind, "{", slot::tag_for(lock_key), "}", name])
+    concat(&[prefix, kind, "{", tag, "}", name])
 }
 
 /// The deadline (ms since the Unix epoch, by the Redis server's clock) until which the waiter

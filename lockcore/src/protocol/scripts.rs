@@ -60,7 +60,7 @@ pub(crate) static ACQUIRE_QUEUED: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/acquire_queued.lua"),
         &queue_constants(),
-        "SET, GET, INCR, PEXPIRE, PTTL, TYPE, TIME, DEL, LINDEX, LPOP, LPUSH, LREM, RPUSH, HGET, HSET, HDEL, PUBLISH",
+        "SET, GET, INCR, EXISTS, PEXPIRE, PTTL, TYPE, TIME, DEL, LINDEX, LPOP, LPUSH, LREM, RPUSH, HGET, HSET, HDEL, PUBLISH",
     )
 });
 

@@ -19,7 +19,8 @@
 --      (this one: acquired; another: handed over to it); otherwise refresh the entry (queue up
 --      again, at the back, if it is gone or past its deadline: the waiter was presumed dead).
 --   0, one attempt that never queues: a free key is taken only when no live waiter is queued
---      (dead heads are dropped).
+--      (dead heads are dropped). With no queue at all (the uncontended case) it takes the fast
+--      path of mode 1: an EXISTS of the queue, then SET NX PX GET.
 -- Reply: {1, fencing_token} when acquired with the value as sent; {1, fencing_token,
 -- stored_value} when acquired with the value Redis holds stamped (a re-check that took the key
 -- or found its grant); {0, pttl_ms} when not (0 when the key is free but a waiter has the
@@ -27,7 +28,9 @@
 --
 -- The free-key fast path runs before any helper is defined: defining them costs each call.
 local old
-if string.byte(ARGV[3]) == 49 then
+local first = string.byte(ARGV[3])
+local fast = first == 49 or (first == 48 and redis.call('EXISTS', KEYS[3]) == 0)
+if fast then
   old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
   if not old then
     if KEYS[2] == KEYS[1] then return {1, 0} end
@@ -45,7 +48,7 @@ local mode, seq, claim, lease, channel = string.match(ARGV[3], '^(%d) (%d+) (%d+
 if not mode then return redis.error_reply('ERR malformed lockcore acquire ticket') end
 local token = token_of(ARGV[1])
 local holder = old
-if mode ~= '1' then holder = redis.pcall('GET', KEYS[1]) end
+if not fast then holder = redis.pcall('GET', KEYS[1]) end
 if type(holder) == 'table' then return not_a_lock(holder) end
 if owns(holder, token) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])

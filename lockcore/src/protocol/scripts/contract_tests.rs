@@ -163,6 +163,22 @@ async fn acquire_queued_takes_a_free_key_queues_rechecks_and_takes_its_turn() {
         0,
         "the queue is empty"
     );
+    // Mode 0 with no queue at all: the fast path (EXISTS, SET NX PX GET, INCR), no queue read;
+    // held, the holder's PTTL.
+    let _: i64 = cmd(&node, &["DEL", keys[0]]).await;
+    let _: String = cmd(&node, &["CONFIG", "RESETSTAT"]).await;
+    let once = call(&node, &ACQUIRE_QUEUED, &keys, &[OTHER, "5000", "0 0 0 0 "]).await;
+    assert_eq!(once, ints(&[1, 3]));
+    let stats: String = cmd(&node, &["INFO", "commandstats"]).await;
+    assert!(
+        stats.contains("cmdstat_exists") && !stats.contains("cmdstat_lindex"),
+        "{stats}"
+    );
+    let held = call(&node, &ACQUIRE_QUEUED, &keys, &[VALUE, "5000", "0 0 0 0 "]).await;
+    assert!(
+        matches!(&held, Value::Array(v) if v[0] == Value::Int(0) && v[1] != Value::Int(0)),
+        "{held:?}"
+    );
     let bad = Call::new(&ACQUIRE_QUEUED, 4, 7, 64)
         .arg(&keys[..])
         .arg(VALUE)
