@@ -30,7 +30,8 @@ where
     let most = Arc::new(AtomicUsize::new(0));
     let tasks: Vec<_> = (0..contenders)
         .map(|i| {
-            let (inside, most, enter, leave) = (inside.clone(), most.clone(), enter.clone(), leave.clone());
+            let (inside, most, enter, leave) =
+                (inside.clone(), most.clone(), enter.clone(), leave.clone());
             tokio::spawn(async move {
                 for _ in 0..rounds {
                     let held = enter(i).await;
@@ -62,7 +63,10 @@ async fn n_plus_one_contenders_never_exceed_n_holders() {
     };
     let leave = |guard: lockcore::LockGuard| async move { guard.release().await.expect("release") };
     let most = most_inside(N as usize + 1, 40, enter, leave).await;
-    assert_eq!(most, N as usize, "never more than N inside, and N at once were");
+    assert_eq!(
+        most, N as usize,
+        "never more than N inside, and N at once were"
+    );
 }
 
 /// Twin: a naive semaphore (read the count, then increment it: check-then-act on a counter)
@@ -112,7 +116,11 @@ async fn child_takes_every_permit() -> bool {
     let sem = locks.semaphore(KEY, permits.parse().expect("permits"));
     let mut held = Vec::new();
     for _ in 0..sem.permits() {
-        held.push(sem.acquire(&opts(KILL_TTL_MS, 2_000)).await.expect("child permit"));
+        held.push(
+            sem.acquire(&opts(KILL_TTL_MS, 2_000))
+                .await
+                .expect("child permit"),
+        );
     }
     println!("CHILD_HOLDS_ALL");
     // Killed here; the bound only keeps a parent that died from leaving it behind.
@@ -186,7 +194,10 @@ async fn permits_of_a_killed_holder_come_back_within_ttl_plus_one_recheck() {
     }
     let bound = Duration::from_millis(KILL_TTL_MS + RECHECK_MS + 150);
     println!("all {N} permits back {worst:?} after the SIGKILL (bound {bound:?})");
-    assert!(worst <= bound, "permits came back after {worst:?}; bound {bound:?}");
+    assert!(
+        worst <= bound,
+        "permits came back after {worst:?}; bound {bound:?}"
+    );
     assert_eq!(sem.available().await.unwrap(), 0);
 }
 
@@ -295,12 +306,22 @@ async fn mismatched_permits_are_refused_naming_both_numbers() {
         let LockError::InvalidOptions { reason } = &err else {
             panic!("expected InvalidOptions, got {err:?}");
         };
-        assert!(reason.contains("3 permits") && reason.contains("5 permits"), "{reason}");
+        assert!(
+            reason.contains("3 permits") && reason.contains("5 permits"),
+            "{reason}"
+        );
         assert!(reason.contains("lock:pool"), "{reason}");
     }
     let read = locks.rw_lock(KEY).read(&opts(10_000, 0)).await.unwrap_err();
-    assert!(matches!(&read, LockError::InvalidOptions { reason } if reason.contains("3 permits")), "{read:?}");
-    assert_eq!(three.available().await.unwrap(), 2, "the matching handle still works");
+    assert!(
+        matches!(&read, LockError::InvalidOptions { reason } if reason.contains("3 permits")),
+        "{read:?}"
+    );
+    assert_eq!(
+        three.available().await.unwrap(),
+        2,
+        "the matching handle still works"
+    );
     held.release().await.unwrap();
     assert_eq!(three.available().await.unwrap(), 3);
 }
@@ -311,7 +332,10 @@ async fn zero_permits_and_redlock_are_refused_before_any_network_call() {
     let locks = manager(&server).await;
     let zero = locks.semaphore(KEY, 0);
     let err = zero.acquire(&opts(1_000, 0)).await.unwrap_err();
-    assert!(matches!(&err, LockError::InvalidOptions { reason } if reason.contains("0 permits")), "{err:?}");
+    assert!(
+        matches!(&err, LockError::InvalidOptions { reason } if reason.contains("0 permits")),
+        "{err:?}"
+    );
     let redlock = LockManager::builder()
         .nodes([server.url(), server.url(), server.url()])
         .build()
@@ -321,9 +345,16 @@ async fn zero_permits_and_redlock_are_refused_before_any_network_call() {
     for err in [
         sem.acquire(&opts(1_000, 0)).await.unwrap_err(),
         sem.available().await.unwrap_err(),
-        redlock.rw_lock(KEY).read(&opts(1_000, 0)).await.unwrap_err(),
+        redlock
+            .rw_lock(KEY)
+            .read(&opts(1_000, 0))
+            .await
+            .unwrap_err(),
     ] {
-        assert!(matches!(&err, LockError::InvalidOptions { reason } if reason.contains("Redlock")), "{err:?}");
+        assert!(
+            matches!(&err, LockError::InvalidOptions { reason } if reason.contains("Redlock")),
+            "{err:?}"
+        );
     }
 }
 
@@ -334,13 +365,31 @@ async fn plain_lock_and_permits_exclude_each_other() {
     let server = RedisServer::start();
     let locks = manager(&server).await;
     let sem: Semaphore = locks.semaphore(KEY, 2);
-    let permit = sem.try_acquire(&opts(10_000, 0)).await.unwrap().expect("free");
+    let permit = sem
+        .try_acquire(&opts(10_000, 0))
+        .await
+        .unwrap()
+        .expect("free");
     assert_eq!(sem.available().await.unwrap(), 1);
-    assert!(locks.try_acquire(KEY, &opts(10_000, 0)).await.unwrap().is_none(), "a permit is held");
+    assert!(
+        locks
+            .try_acquire(KEY, &opts(10_000, 0))
+            .await
+            .unwrap()
+            .is_none(),
+        "a permit is held"
+    );
     permit.release().await.unwrap();
-    let plain = locks.try_acquire(KEY, &opts(10_000, 0)).await.unwrap().expect("free again");
+    let plain = locks
+        .try_acquire(KEY, &opts(10_000, 0))
+        .await
+        .unwrap()
+        .expect("free again");
     assert_eq!(sem.available().await.unwrap(), 0);
-    assert!(sem.try_acquire(&opts(10_000, 0)).await.unwrap().is_none(), "the plain lock is held");
+    assert!(
+        sem.try_acquire(&opts(10_000, 0)).await.unwrap().is_none(),
+        "the plain lock is held"
+    );
     plain.release().await.unwrap();
     assert_eq!(sem.available().await.unwrap(), 2);
 }
@@ -355,7 +404,10 @@ async fn a_permit_is_a_lease_renewed_extended_and_lost_on_its_own() {
     let watched = sem.acquire(&opts(300, 0).watchdog(true)).await.unwrap();
     let until = Instant::now() + Duration::from_millis(1_000);
     while Instant::now() < until {
-        assert!(sem.try_acquire(&opts(300, 0)).await.unwrap().is_none(), "the watched permit is kept");
+        assert!(
+            sem.try_acquire(&opts(300, 0)).await.unwrap().is_none(),
+            "the watched permit is kept"
+        );
         sleep(Duration::from_millis(50)).await;
     }
     assert!(watched.is_held());
@@ -364,20 +416,30 @@ async fn a_permit_is_a_lease_renewed_extended_and_lost_on_its_own() {
     let mut short = sem.acquire(&opts(200, 0)).await.unwrap();
     short.extend(Duration::from_millis(1_000)).await.unwrap();
     sleep(Duration::from_millis(400)).await;
-    assert_eq!(sem.available().await.unwrap(), 0, "extended past its first TTL");
+    assert_eq!(
+        sem.available().await.unwrap(),
+        0,
+        "extended past its first TTL"
+    );
     short.release().await.unwrap();
 
     let lapsed = sem.acquire(&opts(100, 0)).await.unwrap();
     let mut raw = server.connection().await;
     let until = Instant::now() + Duration::from_secs(2);
     while sem.available().await.unwrap() == 0 {
-        assert!(Instant::now() < until, "the lapsed permit was never counted free");
+        assert!(
+            Instant::now() < until,
+            "the lapsed permit was never counted free"
+        );
         sleep(Duration::from_millis(20)).await;
     }
     let err = lapsed.release().await.unwrap_err();
     assert!(err.is_lost(), "{err:?}");
     let keys: Vec<String> = query(&mut raw, &cmd(&["KEYS", "*"])).await;
-    assert!(keys.iter().all(|k| !k.contains("pool")), "nothing left behind: {keys:?}");
+    assert!(
+        keys.iter().all(|k| !k.contains("pool")),
+        "nothing left behind: {keys:?}"
+    );
 }
 
 /// A waiter that gives up (its wait budget spent) leaves no queue entry and no permit behind,
@@ -394,7 +456,16 @@ async fn a_waiter_that_gives_up_leaves_nothing_behind() {
     held.release().await.unwrap();
     assert_eq!(sem.available().await.unwrap(), 1);
     let gone = queue_gone_within(&mut raw, Duration::from_secs(2)).await;
-    assert!(gone.is_some(), "queue keys left: {:?}", queue_leftovers(&mut raw).await);
+    assert!(
+        gone.is_some(),
+        "queue keys left: {:?}",
+        queue_leftovers(&mut raw).await
+    );
     let options = LockOptions::new(Duration::from_secs(1));
-    sem.acquire(&options).await.unwrap().release().await.unwrap();
+    sem.acquire(&options)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
 }
