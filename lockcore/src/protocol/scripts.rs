@@ -157,3 +157,5 @@ pub(crate) fn lock_scripts() -> [&'static Lua; 4] {
 
 #[cfg(test)]
 mod contract_tests;
+#[cfg(test)]
+mod share_contract_tests;
