@@ -139,7 +139,7 @@ async fn acquire_share_takes_free_permits_then_queues_and_refuses_another_kind()
     let list = call(&node, &ACQUIRE_SHARE, &KEYS, &[&a, "5000", "0 0 0 0 "]).await;
     assert_eq!(
         list,
-        Value::Array(vec![Value::Int(-1), Value::SimpleString("list".into())])
+        Value::Array(vec![Value::Int(-1), Value::BulkString(b"list".to_vec())])
     );
 }
 
