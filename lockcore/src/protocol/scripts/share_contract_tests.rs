@@ -93,7 +93,7 @@ async fn acquire_share_takes_free_permits_then_queues_and_refuses_another_kind()
     );
     assert_eq!(
         cmd::<Vec<String>>(&node, &["LRANGE", KEYS[2], "0", "-1"]).await,
-        [c.clone()]
+        [c.as_str()]
     );
     // Another number of permits, or readers: {-2, the kind held}.
     let other = call(
