@@ -73,3 +73,40 @@ pub async fn force_release(
         _ => ForceRelease::HeldByOther,
     })
 }
+
+/// Releases one share of `key` (a semaphore's permit or a reader's share, the full Redis key,
+/// prefix included) held by `token`, as its holder's release would: the share is removed, and
+/// the waiters at the head of the queue are served as far as they now fit (a waiter whose
+/// manager mints fencing tokens is woken to take its turn itself, as in [`force_release`]).
+/// `conn` and `prefix` as for [`force_release`]. The marker at the key (whose first word is
+/// [`SHARES_MARKER`](crate::keyspace::SHARES_MARKER)) is no share: it is never released here.
+///
+/// Returns [`ForceRelease::Released`] when `token` held a live share, and
+/// [`ForceRelease::Missing`] otherwise (its lease had ended, or it held none).
+///
+/// # Errors
+/// As [`force_release`].
+pub async fn force_release_share(
+    conn: &mut impl redis::aio::ConnectionLike,
+    prefix: &str,
+    key: &str,
+    token: &str,
+) -> Result<ForceRelease, LockError> {
+    let (queue, entries) = keyspace::waiter_queue_keys(prefix, key);
+    let shares = keyspace::shares_key(prefix, key);
+    let bytes = 2 * key.len() + queue.len() + entries.len() + shares.len() + token.len();
+    let reply: i64 = Call::new(&scripts::RELEASE_SHARE, 5, 6, bytes)
+        .arg(key)
+        .arg(key)
+        .arg(&queue)
+        .arg(&entries)
+        .arg(&shares)
+        .arg(token)
+        .send(conn)
+        .await
+        .map_err(|e| explain(&scripts::RELEASE_SHARE, e))?;
+    Ok(match reply {
+        1 => ForceRelease::Released,
+        _ => ForceRelease::Missing,
+    })
+}
