@@ -77,7 +77,7 @@ pub(crate) struct LockRecord {
     /// When the key holds lockcore's marker of shares (a semaphore's permits, a read-write
     /// lock's readers): what they are and who holds them. Left out for a plain lock.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) shares: Option<Shares>,
+    pub(crate) shares: Option<Box<Shares>>,
 }
 
 /// The shares that hold a key: a semaphore's permits or a read-write lock's readers.
@@ -247,7 +247,7 @@ pub(crate) async fn read(
         }
     };
     let holder = Holder::parse(&value);
-    let shares = Shares::of(&value, members, raw.server_now_ms);
+    let shares = Shares::of(&value, members, raw.server_now_ms).map(Box::new);
     // A queued waiter is live while its entry's deadline (the server's clock) is ahead.
     let waiters = queued
         .iter()
