@@ -32,6 +32,10 @@ pub enum ForceRelease {
 /// (a plain connection, or a cluster connection that routes by key). `prefix` is the lock
 /// manager's key prefix, which names the waiter queue.
 ///
+/// The marker of shares ([`SHARES_MARKER`](crate::keyspace::SHARES_MARKER)) is no holder: for
+/// it this is [`ForceRelease::HeldByOther`] with nothing sent; [`force_release_share`] frees
+/// one share.
+///
 /// A waiter of the key is handed the lock as by its holder's release when its manager mints no
 /// fencing token; one that does is woken to take the key itself, so its fencing token still
 /// comes from its own counter.
@@ -54,6 +58,14 @@ pub async fn force_release(
     key: &str,
     value: &[u8],
 ) -> Result<ForceRelease, LockError> {
+    // The marker of shares is no holder: releasing it would leave the shares unguarded (see
+    // `force_release_share` for one share).
+    if value
+        .strip_prefix(keyspace::SHARES_MARKER.as_bytes())
+        .is_some_and(|rest| rest.is_empty() || rest[0] == b' ')
+    {
+        return Ok(ForceRelease::HeldByOther);
+    }
     let (queue, entries) = keyspace::waiter_queue_keys(prefix, key);
     // The lock key as the counter: no other slot is touched, and a waiter with a counter of
     // its own re-checks instead of taking a token minted elsewhere.
