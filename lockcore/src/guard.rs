@@ -284,7 +284,7 @@ impl LockGuard {
         let extended = match self
             .shared
             .backend
-            .extend(&self.lease.key, self.lease.value.token(), ttl)
+            .extend(&self.lease.key, self.lease.value.renew_arg(), ttl)
             .await
         {
             Ok(extended) => extended,

@@ -8,7 +8,7 @@ use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
 use syn::{Attribute, Ident, ReturnType, Type};
 
-use crate::args::{Config, OnContended, OnLost};
+use crate::args::{Config, OnContended, OnLost, Share};
 use crate::diagnostics;
 use crate::item::{Func, Params};
 use crate::render::keys_expr;
@@ -291,8 +291,18 @@ fn wrapper(
     });
     let body = pinned_body(&ret, ret_span, brace, stmts, &ret_var);
 
+    // A share (`permits = N`, `mode = "read"`) is one more argument to another entry point;
+    // the plain lock's expansion stays as it was.
+    let (lock_fn, share) = match config.share {
+        None => (quote!(lock), None),
+        Some(Share::Permits(n)) => (
+            quote!(lock_shared),
+            Some(quote!(#private::Share::Permits(#n),)),
+        ),
+        Some(Share::Read) => (quote!(lock_shared), Some(quote!(#private::Share::Read,))),
+    };
     quote! {
-        let #lock_var = match #private::lock(
+        let #lock_var = match #private::#lock_fn(
             #manager,
             #keys,
             #private::Settings {
@@ -303,6 +313,7 @@ fn wrapper(
                 on_lost: #private::OnLost::#on_lost,
                 key_template: #key_template,
             },
+            #share
         )
         .await
         {

@@ -10,6 +10,7 @@ pub(crate) mod redlock;
 pub(crate) mod renew;
 pub(crate) mod replicas;
 pub(crate) mod round_trip;
+pub(crate) mod shares;
 pub(crate) mod single;
 pub(crate) mod topology;
 pub(crate) mod vote;
@@ -135,6 +136,35 @@ impl Backend {
                 validity(ttl),
             ),
         })
+    }
+
+    /// Rejects shares (a semaphore's permits, a read-write lock's readers) on `key` where they
+    /// cannot be kept safely: under Redlock. A share is a member of a sorted set scored by one
+    /// server's clock, and a permit count is only sound when every holder is counted in one
+    /// place; Redlock's quorum of independent masters would let two halves each count their
+    /// own holders (N permits on each majority that overlaps), so lockcore refuses instead of
+    /// handing out a weaker guarantee.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOptions`] under Redlock; [`LockError::Closed`] once closed.
+    pub(crate) fn check_shares(&self, key: &str, what: &str) -> Result<(), LockError> {
+        self.ensure_open()?;
+        match &self.kind {
+            Kind::Single(_) => Ok(()),
+            Kind::Redlock(_) => Err(no_shares_under_redlock(key, what)),
+        }
+    }
+
+    /// Who holds `key` now: nobody, a plain lock, or how many shares of which kind.
+    ///
+    /// # Errors
+    /// [`LockError::Redis`], [`LockError::NotALock`], and [`LockError::InvalidOptions`] under
+    /// Redlock (see [`check_shares`](Self::check_shares)).
+    pub(crate) async fn holders(&self, key: &str) -> Result<shares::Holders, LockError> {
+        match &self.kind {
+            Kind::Single(single) => single.holders(key).await,
+            Kind::Redlock(_) => Err(no_shares_under_redlock(key, "counting shares")),
+        }
     }
 
     /// One acquire attempt, started at `attempt_start`. Cancel-safe: dropped while a request
@@ -382,6 +412,16 @@ impl Backend {
 pub(crate) struct DataNodes {
     pub(crate) nodes: Vec<crate::transport::node::Node>,
     pub(crate) quorum: usize,
+}
+
+/// The refusal of `what` (a semaphore, a read lock) on `key` under Redlock.
+fn no_shares_under_redlock(key: &str, what: &str) -> LockError {
+    LockError::InvalidOptions {
+        reason: format!(
+            "{what} on `{}` is not supported under Redlock: its shares are counted in one sorted set by one server's clock, which a quorum of independent masters cannot keep; expected a single node, Sentinel or Redis Cluster manager",
+            Escaped(key)
+        ),
+    }
 }
 
 /// How an acquire call waits between its attempts (see `waiting`).

@@ -1,5 +1,5 @@
-//! What builds on the lock manager: several keys at once, reentrancy, idempotency records, and
-//! fenced resources.
+//! What builds on the lock manager: several keys at once, semaphores and read-write locks,
+//! reentrancy, idempotency records, and fenced resources.
 
 pub mod admin;
 pub(crate) mod fenced;
@@ -7,3 +7,5 @@ pub(crate) mod fenced;
 pub(crate) mod idempotency;
 pub(crate) mod multi;
 pub(crate) mod reentrancy;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;

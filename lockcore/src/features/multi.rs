@@ -41,6 +41,14 @@ pub struct MultiGuard {
 }
 
 impl MultiGuard {
+    /// The set of one `guard` (a semaphore's permit or a reader's share, for the attribute).
+    pub(crate) fn single(guard: LockGuard, prefix: &str) -> MultiGuard {
+        MultiGuard {
+            guards: vec![guard],
+            prefix: prefix.to_owned(),
+        }
+    }
+
     /// The guards, one per key, sorted by key.
     pub fn guards(&self) -> &[LockGuard] {
         &self.guards

@@ -15,6 +15,7 @@
 //! | `<prefix>__fencing_counter__{<tag>}` | string (integer) | the fencing counter of a cluster slot ([`FencingCounter::PerSlot`]) |
 //! | `<prefix>__waitq__{<tag>}<name>` | list | the waiter queue: waiters' lock values in arrival order |
 //! | `<prefix>__waiters__{<tag>}<name>` | hash | the waiters' entries, by token (see [`waiter_queue_keys`]) |
+//! | `<prefix>__shares__{<tag>}<name>` | sorted set | the shares held (a semaphore's permits, a read-write lock's readers): tokens scored by lease deadline (see [`shares_key`]) |
 //! | `<prefix>__idem__{<tag>}rec:<key>`, `..lock:<key>` | string | an idempotency record and its first call's lock (see [`idempotency_keys`]) |
 //!
 //! `<tag>` is a short hash tag whose cluster slot is the lock key's. Each manager's wake-up
@@ -55,6 +56,14 @@ pub const COUNTER_NAME: &str = "__fencing_counter__";
 pub const QUEUE_NAME: &str = "__waitq__";
 /// The waiter entries' name, after the prefix.
 pub const ENTRIES_NAME: &str = "__waiters__";
+/// The share sets' name, after the prefix; also the token of the marker that a lock key holds
+/// while shares are held ([`SHARES_MARKER`]).
+pub const SHARES_NAME: &str = "__shares__";
+/// The first word of the value a lock key holds while a semaphore's permits or a read-write
+/// lock's readers hold it: `__shares__ {"permits":<n>}` or `__shares__ {"mode":"read"}`. It is
+/// no token (tokens are UUIDs), so no release or renewal of a plain lock ever takes it, and a
+/// plain `SET NX` of the key finds it held.
+pub const SHARES_MARKER: &str = SHARES_NAME;
 /// The name space of idempotency records and their locks, after the prefix.
 pub const IDEMPOTENCY_NAME: &str = "__idem__";
 /// The wake-up channels' name, after the prefix (a manager's uuid follows).
@@ -148,6 +157,26 @@ pub(crate) fn queue_key(prefix: &str, lock_key: &str) -> String {
     aux_key(prefix, QUEUE_NAME, slot::tag_for(lock_key), lock_key)
 }
 
+/// The share set of `lock_key` (the full key, prefix included): a sorted set whose members are
+/// the tokens of the shares held (a semaphore's permits, a read-write lock's readers), each
+/// scored by its lease deadline in ms since the Unix epoch by the Redis server's clock (`TIME`).
+/// A member whose score has passed holds nothing (the scripts drop it). While it has members
+/// the lock key holds [`SHARES_MARKER`] until the last deadline. Under `prefix`, in `lock_key`'s
+/// cluster slot.
+///
+/// ```
+/// let set = lockcore::keyspace::shares_key("lock:", "lock:pool");
+/// assert!(set.starts_with("lock:__shares__{") && set.ends_with("}pool"));
+/// ```
+pub fn shares_key(prefix: &str, lock_key: &str) -> String {
+    aux_key(prefix, SHARES_NAME, slot::tag_for(lock_key), lock_key)
+}
+
+/// Whether `value` (a lock key's value) is the marker of shares held ([`SHARES_MARKER`]).
+pub fn is_shares_marker(value: &str) -> bool {
+    split_value(value).0 == SHARES_MARKER
+}
+
 /// `<prefix><kind>{<tag>}<name>`: an auxiliary key of `lock_key` in its cluster slot, whose
 /// hash tag is `tag`.
 fn aux_key(prefix: &str, kind: &str, tag: &str, lock_key: &str) -> String {
@@ -226,9 +255,9 @@ pub fn idempotency_key_of<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
 
 /// Whether `key` (full key, prefix included) is under `prefix` and is no lock: one of the
 /// library's auxiliary keys (a fencing counter, a waiter queue or its entries, an idempotency
-/// record) of this manager or of a manager with a longer prefix. A key is auxiliary when its
-/// full name holds a reserved segment (`__fencing_counter__`, `__waitq__`, `__waiters__`,
-/// `__idem__`, `__wake__`) anywhere: lock keys can never hold one, whatever their prefix.
+/// record, a share set) of this manager or of a manager with a longer prefix. A key is
+/// auxiliary when its full name holds a reserved segment (`__fencing_counter__`, `__waitq__`,
+/// `__waiters__`, `__shares__`, `__idem__`, `__wake__`) anywhere: lock keys can never hold one, whatever their prefix.
 ///
 /// ```
 /// use lockcore::keyspace::is_auxiliary_key;
@@ -246,8 +275,9 @@ pub fn is_auxiliary_key(prefix: &str, key: &str) -> bool {
 /// wake-up channels, idempotency records). Every auxiliary key and channel holds one right
 /// after its manager's prefix; no lock key holds one anywhere, whatever its prefix, so no
 /// manager (with a nested prefix, or none) can take another manager's auxiliary keys.
-pub(crate) const RESERVED: [&str; 5] = [
+pub(crate) const RESERVED: [&str; 6] = [
     COUNTER_NAME,
+    SHARES_NAME,
     QUEUE_NAME,
     ENTRIES_NAME,
     IDEMPOTENCY_NAME,
@@ -298,8 +328,8 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), LockError> {
 /// # Errors
 /// [`LockError::InvalidKey`] when `key` is empty (a lock on the bare prefix is almost always a
 /// template that rendered nothing), or when the full key holds, anywhere, a segment reserved
-/// for lockcore's own keys: `__fencing_counter__`, `__waitq__`, `__waiters__`, `__idem__`,
-/// `__wake__`.
+/// for lockcore's own keys: `__fencing_counter__`, `__waitq__`, `__waiters__`, `__shares__`,
+/// `__idem__`, `__wake__`.
 pub(crate) fn full_key(prefix: &str, key: &str) -> Result<String, LockError> {
     if key.is_empty() {
         return Err(LockError::InvalidKey {
