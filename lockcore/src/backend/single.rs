@@ -127,6 +127,7 @@ impl Single {
     /// set, a waiter that finds the key held is queued for hand-off (see `handoff`). With
     /// `wait_for_replicas`, the script and `WAIT` go in one pipeline (see
     /// [`WaitForReplicas::invoke`]), and a win counts once enough replicas acknowledged it.
+    /// With `stamp`, the stored value's `acquired_at` is the server's time (for a minimum hold).
     ///
     /// # Errors
     /// [`LockError::Redis`], or [`LockError::NotReplicated`] after a win that too few replicas
@@ -138,6 +139,7 @@ impl Single {
         value: &LockValue,
         ttl: Duration,
         queue: Option<&QueueTicket<'_>>,
+        stamp: bool,
     ) -> Result<Vote, LockError> {
         let (queue_key, entries_key) = keyspace::waiter_queue_keys(&self.key_prefix, key);
         let ticket = QueueTicket::encode(queue);
@@ -147,7 +149,7 @@ impl Single {
             + entries_key.len()
             + value.as_str().len()
             + ticket.len();
-        let mut call = Call::new(&scripts::ACQUIRE_QUEUED, 4, 7, bytes);
+        let mut call = Call::new(&scripts::ACQUIRE_QUEUED, 4, 8, bytes);
         call.arg(key)
             .arg(counter_key)
             .arg(&queue_key)
@@ -155,6 +157,9 @@ impl Single {
             .arg(value)
             .arg(duration_ms(ttl))
             .arg(&ticket);
+        if stamp {
+            call.arg("1");
+        }
         let fenced = counter_key != key;
         let Some(replicas) = &self.replicas else {
             let reply = call.invoke::<redis::Value>(&mut self.node.clone()).await?;
@@ -253,24 +258,29 @@ impl Single {
     /// Compare-and-delete with hand-off to the first live waiter; a value that does not hold
     /// the key withdraws from the waiter queue instead. A key found missing before `deadline`
     /// counts as deleted on a cluster: its client may have re-sent this release after a lost
-    /// reply, and the first run deleted it.
+    /// reply, and the first run deleted it. With `hold`, a key whose minimum hold (counted from
+    /// its `acquired_at`, by the server's clock) is not over is kept, its TTL cut to what is
+    /// left, and no waiter is handed it (`protocol/lua/hold.lua`).
     pub(crate) async fn release(
         &self,
         key: &str,
         value: &LockValue,
         deadline: Option<Instant>,
+        hold: Option<Duration>,
     ) -> redis::RedisResult<Released> {
         let (queue, entries) = keyspace::waiter_queue_keys(&self.key_prefix, key);
         let counter = keyspace::counter_key(&self.key_prefix, key, self.fencing_counter);
         let bytes = key.len() + counter.len() + queue.len() + entries.len() + value.as_str().len();
-        let reply = Call::new(&scripts::RELEASE_HANDOFF, 4, 5, bytes)
-            .arg(key)
+        let mut call = Call::new(&scripts::RELEASE_HANDOFF, 4, 6, bytes);
+        call.arg(key)
             .arg(&counter)
             .arg(&queue)
             .arg(&entries)
-            .arg(value)
-            .invoke::<i64>(&mut self.node.clone())
-            .await?;
+            .arg(value);
+        if let Some(hold) = hold {
+            call.arg(duration_ms(hold));
+        }
+        let reply = call.invoke::<i64>(&mut self.node.clone()).await?;
         let resent = self.node.resends_commands() && deadline.is_some_and(|d| Instant::now() < d);
         Ok(match reply {
             1 => Released::Deleted,

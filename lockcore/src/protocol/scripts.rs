@@ -28,7 +28,7 @@ fn queue_constants() -> [(&'static str, String); 3] {
 
 /// Every script file, by name, for the tests.
 #[cfg(test)]
-pub(crate) const FILES: [(&str, &str); 11] = [
+pub(crate) const FILES: [(&str, &str); 12] = [
     ("acquire", include_str!("lua/acquire.lua")),
     ("acquire_queued", include_str!("lua/acquire_queued.lua")),
     ("acquire_all", include_str!("lua/acquire_all.lua")),
@@ -39,6 +39,7 @@ pub(crate) const FILES: [(&str, &str); 11] = [
     ("write_if_held", include_str!("lua/write_if_held.lua")),
     ("fenced_set", include_str!("lua/fenced_set.lua")),
     ("hand_over", include_str!("lua/hand_over.lua")),
+    ("hold", include_str!("lua/hold.lua")),
     ("read_key", READ_KEY),
 ];
 
@@ -51,7 +52,7 @@ pub(crate) static ACQUIRE: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/acquire.lua"),
         &[],
-        "SET, GET, INCR, PTTL, TYPE",
+        "SET, GET, INCR, PTTL, TYPE, TIME",
     )
 });
 
@@ -78,13 +79,18 @@ pub(crate) static RELEASE_HANDOFF: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/release_handoff.lua"),
         &queue_constants(),
-        "GET, DEL, TIME, LPOP, LPUSH, LREM, HGET, HSET, HDEL, SET, INCR, PUBLISH",
+        "GET, DEL, TIME, PTTL, PEXPIRE, LPOP, LPUSH, LREM, HGET, HSET, HDEL, SET, INCR, PUBLISH",
     )
 });
 
 /// Compare-and-delete on one Redlock node (`lua/release.lua`).
-pub(crate) static RELEASE: Lazy<Lua> =
-    Lazy::new(|| Lua::new(include_str!("lua/release.lua"), &[], "GET, DEL"));
+pub(crate) static RELEASE: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
+        include_str!("lua/release.lua"),
+        &[],
+        "GET, DEL, TIME, PTTL, PEXPIRE",
+    )
+});
 
 /// Extend and watchdog renewal (`lua/renew.lua`).
 pub(crate) static RENEW: Lazy<Lua> =
@@ -110,3 +116,6 @@ pub(crate) fn lock_scripts() -> [&'static Lua; 4] {
 
 #[cfg(test)]
 mod contract_tests;
+
+#[cfg(test)]
+mod contract_hold;

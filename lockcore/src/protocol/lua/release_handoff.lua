@@ -6,7 +6,9 @@
 -- KEYS[1] lock key, KEYS[2] the caller's fencing counter, KEYS[3] waiter queue, KEYS[4] waiter
 -- entries
 -- ARGV[1] lock value (the holder is recognised by its token, the value's first word: a
--- hand-over stamps the rest)
+-- hand-over stamps the rest), ARGV[2] (optional) the minimum hold in ms: while it lasts, the
+-- key keeps its value, with its TTL cut to what is left of the minimum (see hold.lua), and no
+-- waiter is handed the key (they take it at their re-check once it expires)
 -- Reply: 1 when the key held the value (and was deleted or handed over), 0 when the key was
 -- missing, -1 when it holds another value (another holder's token, or another type).
 --
@@ -18,6 +20,10 @@ local holder = redis.pcall('GET', KEYS[1])
 local token = string.match(ARGV[1], '^[^ ]*')
 if type(holder) == 'string' and string.sub(holder, 1, #token) == token
   and (#holder == #token or string.byte(holder, #token + 1) == 32) then
+  if ARGV[2] then
+    -- @include hold
+    if keep(holder, ARGV[2]) then return 1 end
+  end
   local head = redis.pcall('LPOP', KEYS[3])
   if not head then return redis.call('DEL', KEYS[1]) end
   -- @include value_of

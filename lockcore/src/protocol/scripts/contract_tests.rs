@@ -13,7 +13,7 @@ use crate::transport::connect::{ConnectOptions, client};
 use crate::transport::node::Node;
 use crate::transport::tls::TlsFiles;
 
-async fn node(server: &RedisServer) -> Node {
+pub(super) async fn node(server: &RedisServer) -> Node {
     let options = ConnectOptions {
         connection_timeout: Duration::from_secs(2),
         response_timeout: Duration::from_secs(2),
@@ -26,7 +26,7 @@ async fn node(server: &RedisServer) -> Node {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-async fn call(node: &Node, script: &Lua, keys: &[&str], args: &[&str]) -> Value {
+pub(super) async fn call(node: &Node, script: &Lua, keys: &[&str], args: &[&str]) -> Value {
     let mut call = Call::new(script, keys.len(), keys.len() + args.len(), 256);
     for key in keys {
         call.arg(*key);
@@ -39,7 +39,7 @@ async fn call(node: &Node, script: &Lua, keys: &[&str], args: &[&str]) -> Value 
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-async fn cmd<T: redis::FromRedisValue>(node: &Node, words: &[&str]) -> T {
+pub(super) async fn cmd<T: redis::FromRedisValue>(node: &Node, words: &[&str]) -> T {
     let mut cmd = redis::cmd(words[0]);
     for word in &words[1..] {
         cmd.arg(*word);
