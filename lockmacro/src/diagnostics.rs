@@ -21,6 +21,7 @@ pub(crate) const ARG_NAMES: &[&str] = &[
     "on_contended",
     "fallback",
     "reentrant",
+    "hold_at_least_ms",
 ];
 
 // ---- arguments -------------------------------------------------------------------------------
@@ -88,6 +89,16 @@ pub(crate) fn int_above_max(name: &str, max: u64, meaning: &str) -> String {
 }
 
 pub(crate) const TTL_ZERO: &str = "`ttl_ms` must be greater than 0";
+
+pub(crate) const HOLD_ZERO: &str =
+    "`hold_at_least_ms` must be greater than 0; leave it out for no minimum";
+
+pub(crate) fn hold_above_ttl(hold_ms: u64, ttl_ms: u64) -> String {
+    format!(
+        "`hold_at_least_ms` ({hold_ms}) exceeds `ttl_ms` ({ttl_ms}); the ttl is the upper bound \
+         of the hold, so `hold_at_least_ms` must be at most `ttl_ms`"
+    )
+}
 
 pub(crate) const WATCHDOG_NOT_BOOL: &str = "expected `true` or `false` for `watchdog`";
 

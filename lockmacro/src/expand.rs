@@ -291,10 +291,19 @@ fn wrapper(
     });
     let body = pinned_body(&ret, ret_span, brace, stmts, &ret_var);
 
+    // Only a job lock's expansion names its minimum hold (the others stay as they were).
+    let (lock_fn, hold) = match config.hold_at_least_ms {
+        Some(ms) => {
+            let ms = millis(ms);
+            (quote!(lock_job), quote!(#ms,))
+        }
+        None => (quote!(lock), TokenStream::new()),
+    };
     quote! {
-        let #lock_var = match #private::lock(
+        let #lock_var = match #private::#lock_fn(
             #manager,
             #keys,
+            #hold
             #private::Settings {
                 ttl_ms: #ttl_ms,
                 wait_ms: #wait_ms,

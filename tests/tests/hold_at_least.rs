@@ -235,3 +235,33 @@ async fn redlock_keeps_the_minimum_on_every_node() {
         .unwrap();
     assert!(late.is_none(), "skipped within the minimum");
 }
+
+/// The attribute's job lock: `wait_ms = 0, on_contended = "skip", hold_at_least_ms`.
+#[lockcore::distributed_lock(
+    key = "job:<name>",
+    manager = locks,
+    ttl_ms = 10_000,
+    wait_ms = 0,
+    on_contended = "skip",
+    hold_at_least_ms = 1_000
+)]
+async fn report(locks: &LockManager, name: &str, runs: &AtomicU32) -> Result<(), LockError> {
+    runs.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_attribute_skips_a_job_fired_within_its_minimum() {
+    let server = RedisServer::start();
+    let (a, b) = (manager(&server).await, manager(&server).await);
+    let runs = AtomicU32::new(0);
+    report(&a, "daily", &runs).await.unwrap();
+    report(&b, "daily", &runs).await.unwrap(); // another instance, fired late
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let mut raw = server.connection().await;
+    let pttl = pttl(&mut raw, &full("job:daily")).await;
+    assert!(
+        (1..=1_000).contains(&pttl),
+        "kept for the minimum: pttl {pttl}"
+    );
+}

@@ -135,6 +135,35 @@ pub async fn lock<I>(
 where
     I: IntoIterator<Item = String>,
 {
+    lock_with(manager, keys, settings, None).await
+}
+
+/// [`lock`] of a job lock: `hold_at_least_ms` (see [`LockOptions::hold_at_least`]).
+///
+/// # Errors
+/// As [`lock`]; [`LockError::InvalidOptions`] when the minimum exceeds the ttl (the manager's
+/// default ttl, when the attribute has no `ttl_ms`).
+pub async fn lock_job<I>(
+    manager: Result<LockManager, LockError>,
+    keys: I,
+    hold_at_least_ms: u64,
+    settings: Settings,
+) -> Result<Lock, LockError>
+where
+    I: IntoIterator<Item = String>,
+{
+    lock_with(manager, keys, settings, Some(hold_at_least_ms)).await
+}
+
+async fn lock_with<I>(
+    manager: Result<LockManager, LockError>,
+    keys: I,
+    settings: Settings,
+    hold_at_least_ms: Option<u64>,
+) -> Result<Lock, LockError>
+where
+    I: IntoIterator<Item = String>,
+{
     let manager = manager?;
     let keys = crate::features::multi::canonical(keys);
     let full = keys
@@ -143,7 +172,10 @@ where
         .collect::<Result<Vec<_>, _>>()?;
     let (hold, owner) = match reentrancy::enclosing(&manager, &full) {
         Enclosing::None => {
-            let opts = options(&manager, &settings);
+            let mut opts = options(&manager, &settings);
+            if let Some(ms) = hold_at_least_ms {
+                opts = opts.hold_at_least(Duration::from_millis(ms));
+            }
             (Arc::new(manager.acquire_many(&keys, &opts).await?), true)
         }
         Enclosing::All(hold) if settings.reentrant => (hold, false),
