@@ -413,7 +413,6 @@ impl Redlock {
 
 impl Redlock {
     /// The nodes, for data that lives beside the locks (idempotency records).
-    #[cfg(feature = "idempotency")]
     pub(crate) fn nodes(&self) -> &[Node] {
         &self.nodes
     }

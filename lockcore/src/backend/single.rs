@@ -345,7 +345,6 @@ impl Single {
 
 impl Single {
     /// The node, for data that lives beside the locks (idempotency records).
-    #[cfg(feature = "idempotency")]
     pub(crate) fn node(&self) -> &Node {
         &self.node
     }

@@ -47,6 +47,9 @@ pub(crate) const FILES: [(&str, &str); 12] = [
 /// pipeline of many reads needs no script cache.
 pub(crate) const READ_KEY: &str = include_str!("lua/read_key.lua");
 
+/// The read of one key (`lua/read_key.lua`) as a cached script, for `LockManager::holder`.
+pub(crate) static READ: Lazy<Lua> = Lazy::new(|| Lua::new(READ_KEY, &[], "TYPE, GET, PTTL, TIME"));
+
 /// Acquire on one Redlock node (`lua/acquire.lua`).
 pub(crate) static ACQUIRE: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
