@@ -65,7 +65,8 @@
 //! The repository's guide (`docs/`, an mdBook: `mdbook serve docs`) explains what the API
 //! reference does not, one chapter each: locks and guards (`docs/src/locks.md`), the attribute
 //! (`attribute.md`), the watchdog (`watchdog.md`), fencing tokens with the SQL pattern
-//! (`fencing.md`), idempotency keys (`idempotency.md`), the hand-off queue (`handoff.md`),
+//! (`fencing.md`), idempotency keys (`idempotency.md`), job locks and leader election
+//! (`jobs.md`), the hand-off queue (`handoff.md`),
 //! Redlock (`redlock.md`), topologies with TLS and the ACL rule (`topologies.md`), sharing
 //! locks with other clients (`sharing.md`), security notes (`security.md`), operations:
 //! `lockctl`, tracing and metrics (`operations.md`), the proof under faults (`nemesis.md`) and

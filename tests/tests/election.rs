@@ -169,6 +169,7 @@ async fn a_leader_paused_past_its_ttl_is_deposed_and_learns_it_on_resume() {
         .await
         .unwrap();
     let take_over = stopped_at.elapsed();
+    eprintln!("take-over after SIGSTOP (ttl 1 s): {take_over:?}");
     assert!(
         next.term() > paused_term,
         "{} after {paused_term}",
