@@ -7,11 +7,11 @@
 //! REDIS_URL=redis://127.0.0.1:6380/ cargo run --example scheduled_job
 //! ```
 //!
-//! Every worker runs the job `report` on a `tokio::time::interval` of 600 ms, but its schedule
+//! Every worker runs the job `report` on a `tokio::time::interval` of 1 s, but its schedule
 //! is shifted by 0, 150 or 300 ms, as clock skew or a slow start shifts it (ShedLock#231). The
 //! job takes 30 ms and runs under `#[distributed_lock(.., wait_ms = 0, on_contended = "skip",
-//! hold_at_least_ms = 450)]`: the first worker to fire in a period runs it; its release keeps the
-//! key until 450 ms after the acquire (by Redis' clock), so the workers that fire 150 and 300 ms
+//! hold_at_least_ms = 650)]`: the first worker to fire in a period runs it; its release keeps the
+//! key until 650 ms after the acquire (by Redis' clock), so the workers that fire 150 and 300 ms
 //! later find it held and skip. Without `hold_at_least_ms` the release deletes the key after
 //! 30 ms, and each late worker runs the job again.
 //!
@@ -31,7 +31,7 @@ use fleet::{BoxError, Fleet};
 use lockcore::{LockError, LockManager, distributed_lock};
 
 /// The job's schedule.
-const PERIOD: Duration = Duration::from_millis(600);
+const PERIOD: Duration = Duration::from_millis(1_000);
 /// How far each worker's schedule is shifted (its clock's offset).
 const OFFSETS_MS: [u64; 3] = [0, 150, 300];
 /// How long the job runs.
@@ -75,14 +75,14 @@ enum Worker {
 }
 
 /// The job, as a job lock: one attempt, skipped when another worker holds it, and the key kept
-/// 450 ms after the acquire.
+/// 650 ms after the acquire.
 #[distributed_lock(
     key = "job:report",
     manager = locks,
     ttl_ms = 10_000,
     wait_ms = 0,
     on_contended = "skip",
-    hold_at_least_ms = 450
+    hold_at_least_ms = 650
 )]
 async fn report(locks: &LockManager) -> Result<Option<()>, LockError> {
     tokio::time::sleep(JOB).await;
@@ -131,6 +131,7 @@ async fn worker(url: &str, first_ms: u64, periods: u64, no_hold: bool) -> Result
     let locks = LockManager::connect(url).await?;
     tokio::time::sleep(Duration::from_millis(first_ms.saturating_sub(now_ms()))).await;
     let mut schedule = tokio::time::interval(PERIOD);
+    schedule.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for period in 0..periods {
         schedule.tick().await;
         let ran = if no_hold {

@@ -330,3 +330,45 @@ async fn a_campaign_needs_fencing_and_honours_its_wait_budget() {
     assert!(started.elapsed() < Duration::from_secs(2));
     leader.resign().await.unwrap();
 }
+
+#[tokio::test]
+async fn under_redlock_the_leader_is_the_token_on_a_quorum() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let build = |label: &'static str| {
+        let urls = urls.clone();
+        async move {
+            LockManager::builder()
+                .nodes(urls)
+                .process_label(label)
+                .build()
+                .await
+                .unwrap()
+        }
+    };
+    let (a, b) = (build("a").await, build("b").await);
+    let first = a
+        .campaign("leader:rl", &campaign_opts(2_000))
+        .await
+        .unwrap();
+    let holder = b.holder("leader:rl").await.unwrap().expect("led");
+    assert_eq!(
+        (holder.label(), holder.token()),
+        (Some("a"), first.guard().token())
+    );
+    let standby = tokio::spawn(async move {
+        b.campaign("leader:rl", &campaign_opts(2_000))
+            .await
+            .unwrap()
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await; // the standby polls meanwhile
+    let term = first.term();
+    first.resign().await.unwrap();
+    let next = standby.await.unwrap();
+    assert!(next.term() > term);
+    // A token on one node of three is not a leader.
+    next.resign().await.unwrap();
+    let mut raw = servers[0].connection().await;
+    set_px(&mut raw, &full("leader:rl"), "t {\"pid\":1}", 5_000).await;
+    assert_eq!(a.holder("leader:rl").await.unwrap(), None);
+}
