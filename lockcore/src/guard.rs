@@ -178,7 +178,10 @@ impl LockGuard {
         self.renewal.is_some()
     }
 
-    /// Releases the lock with an atomic compare-and-delete, and stops its renewal. After the
+    /// Releases the lock with an atomic compare-and-delete, and stops its renewal. With
+    /// [`LockOptions::hold_at_least`] the key is kept (still holding this token) until the
+    /// minimum after the acquire has passed by the server's clock, and deleted by its TTL then;
+    /// this counts as released. After the
     /// manager's [`close`](crate::manager::LockManager::close) (which released the key already) it
     /// returns `Ok(())` with no network call.
     ///
@@ -208,6 +211,7 @@ impl LockGuard {
                 &self.lease.value,
                 self.lease.ttl(),
                 Some(self.lease.deadline()),
+                self.lease.hold_at_least,
             )
             .instrument(telemetry::release_span(&self.lease))
             .await?;
@@ -220,10 +224,11 @@ impl LockGuard {
             Released::HeldByOther => false,
             Released::Unconfirmed { confirmed, needed } => {
                 // The late nodes still get the compare-and-delete, retried until they answer.
-                self.shared.backend.spawn_release(
+                self.shared.backend.spawn_release_held(
                     self.lease.key.clone(),
                     self.lease.value.clone(),
                     self.lease.ttl(),
+                    self.lease.hold_at_least,
                 );
                 // Before the deadline the key cannot have expired on the late nodes.
                 if was_held && within_lease {
@@ -337,10 +342,11 @@ impl Drop for LockGuard {
         if !self.released && self.lease.status() != LeaseStatus::Closed {
             telemetry::released(&self.lease, "dropped");
             self.lease.settle(LeaseStatus::Released);
-            self.shared.backend.spawn_release(
+            self.shared.backend.spawn_release_held(
                 self.lease.key.clone(),
                 self.lease.value.clone(),
                 self.lease.ttl(),
+                self.lease.hold_at_least,
             );
         }
     }

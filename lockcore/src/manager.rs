@@ -174,7 +174,8 @@ impl LockManager {
             Some(claim) => Lease::handed_over(key, value, fencing_token, ttl, claim, attempt_start),
             None => Lease::new(key, value, fencing_token, ttl, attempt_start),
         }
-        .with_key_template(opts.key_template_value());
+        .with_key_template(opts.key_template_value())
+        .with_hold_at_least(opts.hold_at_least_value());
         LockGuard::new(Arc::clone(&self.shared), lease, opts)
     }
 
@@ -233,6 +234,7 @@ impl LockManager {
             ttl: opts.ttl(),
             queue: None,
             give_up_at: None,
+            stamp: opts.hold_at_least_value().is_some(),
         };
         match self.shared.backend.attempt(&request, attempt_start).await? {
             Vote::Won {
@@ -294,7 +296,13 @@ impl LockManager {
             telemetry::released(&lease, "closed");
             self.shared
                 .backend
-                .release(&lease.key, &lease.value, lease.ttl(), None)
+                .release(
+                    &lease.key,
+                    &lease.value,
+                    lease.ttl(),
+                    None,
+                    lease.hold_at_least,
+                )
                 .await
                 .map(|_| ())
         });

@@ -48,6 +48,8 @@ pub(crate) struct Config {
     pub(crate) multi: bool,
     pub(crate) ttl_ms: Option<u64>,
     pub(crate) wait_ms: Option<u64>,
+    /// `hold_at_least_ms = N`: a release keeps the key until N ms after the acquire.
+    pub(crate) hold_at_least_ms: Option<u64>,
     pub(crate) manager: Option<Expr>,
     /// `::lockcore` unless `crate = ".."` says otherwise.
     pub(crate) krate: Path,
@@ -84,11 +86,13 @@ impl Config {
         let mut errors = Errors::default();
         let mut seen: Vec<String> = Vec::new();
         let mut keys = None;
+        let mut hold_span = Span::call_site();
         let mut config = Config {
             keys: Vec::new(), // replaced below, or an error is recorded
             multi: false,
             ttl_ms: None,
             wait_ms: None,
+            hold_at_least_ms: None,
             manager: None,
             krate: syn::parse_quote!(::lockcore),
             watchdog: None,
@@ -138,6 +142,14 @@ impl Config {
                         Ok(())
                     }),
                     "wait_ms" => millis(&value, "wait_ms").map(|ms| config.wait_ms = Some(ms)),
+                    "hold_at_least_ms" => millis(&value, "hold_at_least_ms").and_then(|ms| {
+                        if ms == 0 {
+                            return Err(syn::Error::new(value.span(), diagnostics::HOLD_ZERO));
+                        }
+                        hold_span = value.span();
+                        config.hold_at_least_ms = Some(ms);
+                        Ok(())
+                    }),
                     "manager" => {
                         config.manager = Some(value);
                         Ok(())
@@ -155,6 +167,15 @@ impl Config {
                 };
             seen.push(name_str);
             errors.ok(result);
+        }
+        // Without `ttl_ms` the manager's default ttl bounds it, checked at run time.
+        if let (Some(hold), Some(ttl)) = (config.hold_at_least_ms, config.ttl_ms)
+            && hold > ttl
+        {
+            errors.error(hold_span, diagnostics::hold_above_ttl(hold, ttl));
+        }
+        if config.hold_at_least_ms.is_some() && config.share.is_some() {
+            errors.error(hold_span, diagnostics::HOLD_WITH_SHARE);
         }
         match keys {
             Some(keys) => config.keys = keys,
@@ -204,7 +225,7 @@ pub(crate) fn millis(value: &Expr, name: &str) -> syn::Result<u64> {
     // The runtime's limits (`LockOptions::MAX_TTL`, `LockOptions::MAX_WAIT`), checked here so
     // that an out-of-range literal fails at compile time instead of on every call.
     let (max, meaning) = match name {
-        "ttl_ms" => (MAX_TTL_MS, "7 days, in milliseconds"),
+        "ttl_ms" | "hold_at_least_ms" => (MAX_TTL_MS, "7 days, in milliseconds"),
         _ => (MAX_WAIT_MS, "1 hour, in milliseconds"),
     };
     if value > max {

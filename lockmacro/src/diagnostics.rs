@@ -23,6 +23,7 @@ pub(crate) const ARG_NAMES: &[&str] = &[
     "reentrant",
     "permits",
     "mode",
+    "hold_at_least_ms",
 ];
 
 // ---- arguments -------------------------------------------------------------------------------
@@ -106,6 +107,18 @@ pub(crate) const PERMITS_ZERO: &str =
 pub(crate) const PERMITS_TOO_LARGE: &str = "`permits` does not fit in a `u32`";
 
 pub(crate) const MODE_INVALID: &str = "expected `\"read\"` or `\"write\"` for `mode`";
+
+pub(crate) const HOLD_ZERO: &str =
+    "`hold_at_least_ms` must be greater than 0; leave it out for no minimum";
+
+pub(crate) fn hold_above_ttl(hold_ms: u64, ttl_ms: u64) -> String {
+    format!(
+        "`hold_at_least_ms` ({hold_ms}) exceeds `ttl_ms` ({ttl_ms}); the ttl is the upper bound \
+         of the hold, so `hold_at_least_ms` must be at most `ttl_ms`"
+    )
+}
+
+pub(crate) const HOLD_WITH_SHARE: &str = "`hold_at_least_ms` is for a plain (job) lock; a semaphore's permit or a reader's share keeps no minimum, so leave out `permits` or `mode = \"read\"`";
 
 pub(crate) const WATCHDOG_NOT_BOOL: &str = "expected `true` or `false` for `watchdog`";
 

@@ -277,6 +277,7 @@ async fn wait_for_replicas_goes_to_the_slot_primary_with_its_script() {
     let build = |replicas: usize| {
         LockManager::builder()
             .cluster(cluster.seed_urls())
+            .response_timeout(Duration::from_secs(3))
             .wait_for_replicas(replicas, Duration::from_secs(2))
             .build()
     };

@@ -135,7 +135,7 @@ pub async fn lock<I>(
 where
     I: IntoIterator<Item = String>,
 {
-    lock_as(manager, keys, settings, None).await
+    lock_as(manager, keys, settings, None, None).await
 }
 
 /// What `permits = N` (N ≥ 2) and `mode = "read"` ask for: one share of the key.
@@ -160,7 +160,24 @@ pub async fn lock_shared<I>(
 where
     I: IntoIterator<Item = String>,
 {
-    lock_as(manager, keys, settings, Some(share)).await
+    lock_as(manager, keys, settings, Some(share), None).await
+}
+
+/// [`lock`] of a job lock: `hold_at_least_ms` (see [`LockOptions::hold_at_least`]).
+///
+/// # Errors
+/// As [`lock`]; [`LockError::InvalidOptions`] when the minimum exceeds the ttl (the manager's
+/// default ttl, when the attribute has no `ttl_ms`).
+pub async fn lock_job<I>(
+    manager: Result<LockManager, LockError>,
+    keys: I,
+    hold_at_least_ms: u64,
+    settings: Settings,
+) -> Result<Lock, LockError>
+where
+    I: IntoIterator<Item = String>,
+{
+    lock_as(manager, keys, settings, None, Some(hold_at_least_ms)).await
 }
 
 async fn lock_as<I>(
@@ -168,6 +185,7 @@ async fn lock_as<I>(
     keys: I,
     settings: Settings,
     share: Option<Share>,
+    hold_at_least_ms: Option<u64>,
 ) -> Result<Lock, LockError>
 where
     I: IntoIterator<Item = String>,
@@ -180,7 +198,10 @@ where
         .collect::<Result<Vec<_>, _>>()?;
     let (hold, owner) = match reentrancy::enclosing(&manager, &full) {
         Enclosing::None => {
-            let opts = options(&manager, &settings);
+            let mut opts = options(&manager, &settings);
+            if let Some(ms) = hold_at_least_ms {
+                opts = opts.hold_at_least(Duration::from_millis(ms));
+            }
             let hold = match (share, keys.first()) {
                 (Some(Share::Permits(n)), Some(key)) => {
                     let guard = manager.semaphore(key, n).acquire(&opts).await?;

@@ -6,6 +6,7 @@
 pub(crate) mod backoff;
 mod cleanup;
 pub(crate) mod handoff;
+pub(crate) mod read;
 pub(crate) mod redlock;
 pub(crate) mod renew;
 pub(crate) mod replicas;
@@ -61,6 +62,9 @@ pub(crate) struct AttemptRequest<'a> {
     pub(crate) queue: Option<QueueTicket<'a>>,
     /// The caller's wait budget ends here; clean-up never waits past it.
     pub(crate) give_up_at: Option<Instant>,
+    /// Stamp the stored value's `acquired_at` with the server's clock (a minimum hold is
+    /// measured from it).
+    pub(crate) stamp: bool,
 }
 
 impl Backend {
@@ -187,6 +191,7 @@ impl Backend {
             ttl,
             queue,
             give_up_at,
+            stamp,
         } = *request;
         let in_flight = OnDrop::new(|| {
             tracing::debug!(key = %Escaped(key), "acquire dropped in flight; releasing its token");
@@ -195,7 +200,7 @@ impl Backend {
         match &self.kind {
             Kind::Single(single) => {
                 let vote = single
-                    .acquire(key, counter_key, value, ttl, queue.as_ref())
+                    .acquire(key, counter_key, value, ttl, queue.as_ref(), stamp)
                     .await;
                 let vote = match vote {
                     Ok(vote) => Ok(vote),
@@ -204,7 +209,7 @@ impl Backend {
                     Err(err) if queue.is_some() && err.script_never_ran() => Err(err),
                     Err(err) => {
                         // The SET may have been applied even though its reply was lost.
-                        if let Err(cleanup) = single.release(key, value, None).await {
+                        if let Err(cleanup) = single.release(key, value, None, None).await {
                             tracing::warn!(key = %Escaped(key), error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
                             self.spawn_release(key.to_owned(), value.clone(), ttl);
                         }
@@ -215,7 +220,9 @@ impl Backend {
                 vote
             }
             Kind::Redlock(redlock) => {
-                let vote = redlock.acquire(key, counter_key, value.as_str(), ttl).await;
+                let vote = redlock
+                    .acquire(key, counter_key, value.as_str(), ttl, stamp)
+                    .await;
                 let node_timeout = redlock.node_timeout(ttl);
                 // A win counts only with at least one node timeout of validity left, the
                 // margin that keeps fencing tokens increasing (`Redlock::raise_counters`).
@@ -232,7 +239,7 @@ impl Backend {
                         let limit = give_up_at.map_or(node_timeout, |at| {
                             node_timeout.min(at.saturating_duration_since(Instant::now()))
                         });
-                        let cleanup = redlock.release(key, value.as_str(), ttl);
+                        let cleanup = redlock.release(key, value.as_str(), ttl, None);
                         if tokio::time::timeout(limit, cleanup).await.is_err() {
                             self.spawn_release(key.to_owned(), value.clone(), ttl);
                         }
@@ -304,7 +311,8 @@ impl Backend {
     /// counted deleted where a command may have been re-sent). Redlock reports
     /// [`Released::HeldByOther`] when the token was on fewer than a quorum, and
     /// [`Released::Unconfirmed`] when nodes that did not answer in time decide (see
-    /// [`Redlock::release`]).
+    /// [`Redlock::release`]). With `hold` (a minimum hold), a key whose minimum is not over yet
+    /// by the server's clock is kept until it is, and counts as deleted.
     ///
     /// # Errors
     /// One node: [`LockError::Redis`]. Redlock: [`LockError::QuorumUnreachable`] when fewer
@@ -315,10 +323,11 @@ impl Backend {
         value: &LockValue,
         ttl: Duration,
         deadline: Option<Instant>,
+        hold: Option<Duration>,
     ) -> Result<Released, LockError> {
         match &self.kind {
-            Kind::Single(single) => Ok(single.release(key, value, deadline).await?),
-            Kind::Redlock(redlock) => redlock.release(key, value.as_str(), ttl).await,
+            Kind::Single(single) => Ok(single.release(key, value, deadline, hold).await?),
+            Kind::Redlock(redlock) => redlock.release(key, value.as_str(), ttl, hold).await,
         }
     }
 

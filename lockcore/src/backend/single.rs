@@ -128,6 +128,7 @@ impl Single {
     /// set, a waiter that finds the key held is queued for hand-off (see `handoff`). With
     /// `wait_for_replicas`, the script and `WAIT` go in one pipeline (see
     /// [`WaitForReplicas::invoke`]), and a win counts once enough replicas acknowledged it.
+    /// With `stamp`, the stored value's `acquired_at` is the server's time (for a minimum hold).
     ///
     /// # Errors
     /// [`LockError::Redis`], or [`LockError::NotReplicated`] after a win that too few replicas
@@ -139,6 +140,7 @@ impl Single {
         value: &LockValue,
         ttl: Duration,
         queue: Option<&QueueTicket<'_>>,
+        stamp: bool,
     ) -> Result<Vote, LockError> {
         if let Some(share) = value.share() {
             return self
@@ -160,7 +162,7 @@ impl Single {
             + value.as_str().len()
             + ticket.len();
         let keys = 4 + usize::from(shares_key.is_some());
-        let mut call = Call::new(&scripts::ACQUIRE_QUEUED, keys, keys + 3, bytes);
+        let mut call = Call::new(&scripts::ACQUIRE_QUEUED, keys, keys + 4, bytes);
         call.arg(key)
             .arg(counter_key)
             .arg(&queue_key)
@@ -169,6 +171,9 @@ impl Single {
             call.arg(shares_key);
         }
         call.arg(value).arg(duration_ms(ttl)).arg(&ticket);
+        if stamp {
+            call.arg("1");
+        }
         self.send_acquire(call, counter_key != key, key, None).await
     }
 
@@ -283,12 +288,15 @@ impl Single {
     /// Compare-and-delete with hand-off to the first live waiter; a value that does not hold
     /// the key withdraws from the waiter queue instead. A key found missing before `deadline`
     /// counts as deleted on a cluster: its client may have re-sent this release after a lost
-    /// reply, and the first run deleted it.
+    /// reply, and the first run deleted it. With `hold`, a key whose minimum hold (counted from
+    /// its `acquired_at`, by the server's clock) is not over is kept, its TTL cut to what is
+    /// left, and no waiter is handed it (`protocol/lua/hold.lua`).
     pub(crate) async fn release(
         &self,
         key: &str,
         value: &LockValue,
         deadline: Option<Instant>,
+        hold: Option<Duration>,
     ) -> redis::RedisResult<Released> {
         let (queue, entries) = keyspace::waiter_queue_keys(&self.key_prefix, key);
         let counter = keyspace::counter_key(&self.key_prefix, key, self.fencing_counter);
@@ -303,15 +311,18 @@ impl Single {
             None => &scripts::RELEASE_HANDOFF,
             Some(_) => &scripts::RELEASE_SHARE,
         };
-        let reply = Call::new(script, 5, 6, bytes)
-            .arg(key)
+        let mut call = Call::new(script, 5, 7, bytes);
+        call.arg(key)
             .arg(&counter)
             .arg(&queue)
             .arg(&entries)
             .arg(&shares)
-            .arg(value)
-            .invoke::<i64>(&mut self.node.clone())
-            .await?;
+            .arg(value);
+        // A share's release keeps no minimum: `hold_at_least` is refused for shares.
+        if let (Some(hold), None) = (hold, value.share()) {
+            call.arg(duration_ms(hold));
+        }
+        let reply = call.invoke::<i64>(&mut self.node.clone()).await?;
         let resent = self.node.resends_commands() && deadline.is_some_and(|d| Instant::now() < d);
         Ok(match reply {
             1 => Released::Deleted,
@@ -390,7 +401,6 @@ impl Single {
 
 impl Single {
     /// The node, for data that lives beside the locks (idempotency records).
-    #[cfg(feature = "idempotency")]
     pub(crate) fn node(&self) -> &Node {
         &self.node
     }

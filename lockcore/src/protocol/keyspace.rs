@@ -40,7 +40,9 @@
 //!
 //! `acquired_at` is the wall-clock time at which the lock was taken: the client's clock when
 //! the value is minted, just before the attempt that takes a free key; the Redis server's clock
-//! (`TIME`) when a queued waiter gets the key, by a hand-over's grant or by its own re-check:
+//! (`TIME`) when a queued waiter gets the key, by a hand-over's grant or by its own re-check,
+//! and when the acquire has a minimum hold ([`LockOptions::hold_at_least`](crate::LockOptions::hold_at_least),
+//! measured from it; under Redlock each node stamps its own clock):
 //! the script then stores the value with `acquired_at` replaced, and the guard holds the stored
 //! value ([`LockGuard::stored_value`](crate::LockGuard::stored_value)). A value that is a bare
 //! token (written by another client) has no metadata: [`split_value`] returns none for it.

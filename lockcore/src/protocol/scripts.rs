@@ -34,7 +34,7 @@ fn queue_constants() -> [(&'static str, String); 5] {
 
 /// Every script file, by name, for the tests.
 #[cfg(test)]
-pub(crate) const FILES: [(&str, &str); 15] = [
+pub(crate) const FILES: [(&str, &str); 16] = [
     ("acquire", include_str!("lua/acquire.lua")),
     ("acquire_queued", include_str!("lua/acquire_queued.lua")),
     ("acquire_all", include_str!("lua/acquire_all.lua")),
@@ -45,6 +45,7 @@ pub(crate) const FILES: [(&str, &str); 15] = [
     ("write_if_held", include_str!("lua/write_if_held.lua")),
     ("fenced_set", include_str!("lua/fenced_set.lua")),
     ("hand_over", include_str!("lua/hand_over.lua")),
+    ("hold", include_str!("lua/hold.lua")),
     ("read_key", READ_KEY),
     ("acquire_share", include_str!("lua/acquire_share.lua")),
     ("release_share", include_str!("lua/release_share.lua")),
@@ -56,12 +57,15 @@ pub(crate) const FILES: [(&str, &str); 15] = [
 /// pipeline of many reads needs no script cache.
 pub(crate) const READ_KEY: &str = include_str!("lua/read_key.lua");
 
+/// The read of one key (`lua/read_key.lua`) as a cached script, for `LockManager::holder`.
+pub(crate) static READ: Lazy<Lua> = Lazy::new(|| Lua::new(READ_KEY, &[], "TYPE, GET, PTTL, TIME"));
+
 /// Acquire on one Redlock node (`lua/acquire.lua`).
 pub(crate) static ACQUIRE: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/acquire.lua"),
         &[],
-        "SET, GET, INCR, PTTL, TYPE",
+        "SET, GET, INCR, PTTL, TYPE, TIME",
     )
 });
 
@@ -130,8 +134,13 @@ pub(crate) static RELEASE_HANDOFF: Lazy<Lua> = Lazy::new(|| {
 });
 
 /// Compare-and-delete on one Redlock node (`lua/release.lua`).
-pub(crate) static RELEASE: Lazy<Lua> =
-    Lazy::new(|| Lua::new(include_str!("lua/release.lua"), &[], "GET, DEL"));
+pub(crate) static RELEASE: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
+        include_str!("lua/release.lua"),
+        &[],
+        "GET, DEL, TIME, PTTL, PEXPIRE",
+    )
+});
 
 /// Extend and watchdog renewal (`lua/renew.lua`).
 pub(crate) static RENEW: Lazy<Lua> =
@@ -159,3 +168,6 @@ pub(crate) fn lock_scripts() -> [&'static Lua; 4] {
 mod contract_tests;
 #[cfg(test)]
 mod share_contract_tests;
+
+#[cfg(test)]
+mod contract_hold;

@@ -6,7 +6,9 @@
 -- served even when it waits for a share (see hand_over.lua); without it, such a waiter is woken
 -- to take its turn itself. Readers' and a semaphore's shares leave a marker at the lock key
 -- (see shares.lua): a plain lock finds the key held and queues behind them.
--- ARGV[1] lock value, ARGV[2] ttl in ms, ARGV[3] the ticket
+-- ARGV[1] lock value, ARGV[2] ttl in ms, ARGV[3] the ticket, ARGV[4] (optional) '1': the key is
+-- set to the value with its acquired_at stamped with this server's time (TIME), which a
+-- release's minimum hold is measured from (hold.lua); the reply then carries the stored value
 --   '<mode> <seq> <claim_ms> <lease_ms> <channel>': the mode (below), this attempt's sequence
 --   number (echoed by a grant), the claim window of a lock handed to this waiter and how long
 --   its entry lives without a re-check (both from the caller's round trip), and the channel
@@ -33,14 +35,23 @@
 --
 -- The free-key fast path runs before any helper is defined: defining them costs each call.
 local old
+local value = ARGV[1]
+if ARGV[4] == '1' then
+  local t = redis.call('TIME')
+  local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  value = (string.gsub(value, ',"acquired_at":%d+', ',"acquired_at":' .. now, 1))
+end
 local first = string.byte(ARGV[3])
 local fast = first == 49 or (first == 48 and redis.call('EXISTS', KEYS[3]) == 0)
 if fast then
-  old = redis.pcall('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2], 'GET')
+  old = redis.pcall('SET', KEYS[1], value, 'NX', 'PX', ARGV[2], 'GET')
   if not old then
-    if KEYS[2] == KEYS[1] then return {1, 0} end
-    local n = redis.call('INCR', KEYS[2])
-    if n >= 9007199254740992 then n = redis.call('GET', KEYS[2]) end
+    local n = 0
+    if KEYS[2] ~= KEYS[1] then
+      n = redis.call('INCR', KEYS[2])
+      if n >= 9007199254740992 then n = redis.call('GET', KEYS[2]) end
+    end
+    if value ~= ARGV[1] then return {1, n, value} end
     return {1, n}
   end
 end
@@ -76,7 +87,8 @@ if not holder then
       head = queue('LINDEX', KEYS[3], 0)
     end
     if head then return {0, 0} end
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
+    if value ~= ARGV[1] then return {1, mint(KEYS[2]), value} end
     return {1, mint(KEYS[2])}
   end
   local served, blocked = serve(now, token)
