@@ -469,3 +469,50 @@ async fn a_waiter_that_gives_up_leaves_nothing_behind() {
         .await
         .unwrap();
 }
+
+/// A waiter that died while queued (its entry lapsed: it never re-checks) is skipped: the
+/// release hands the permit to the live waiter behind it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_is_skipped_by_the_release() {
+    let server = RedisServer::start();
+    let mut raw = server.connection().await;
+    let locks = manager(&server).await;
+    let sem = locks.semaphore(KEY, 1);
+    let held = sem.acquire(&opts(10_000, 0)).await.unwrap();
+    let key = full(KEY);
+    let (queue, entries) = queue_of(&key);
+    let dead = "99999999-9999-4999-8999-999999999999 {\"pid\":9,\"acquired_at\":1,\"permits\":1}";
+    let _: i64 = query(&mut raw, &cmd(&["RPUSH", &queue, dead])).await;
+    plant_waiter(
+        &mut raw,
+        &entries,
+        dead,
+        10_000,
+        "lock:__wake__:gone",
+        &fencing_counter_key(),
+        200,
+    )
+    .await;
+    let live = tokio::spawn({
+        let sem = sem.clone();
+        async move { sem.acquire(&opts(10_000, 5_000)).await }
+    });
+    wait_queue_len(&mut raw, 2).await;
+    let until = Instant::now() + Duration::from_secs(2);
+    while waiter_live(&mut raw, &entries, dead).await {
+        assert!(Instant::now() < until, "the planted entry never lapsed");
+        sleep(Duration::from_millis(20)).await;
+    }
+    let released = Instant::now();
+    held.release().await.unwrap();
+    let guard = live
+        .await
+        .unwrap()
+        .expect("the live waiter gets the permit");
+    let took = released.elapsed();
+    assert!(
+        took < Duration::from_millis(150),
+        "handed over past the dead waiter in {took:?}"
+    );
+    guard.release().await.unwrap();
+}

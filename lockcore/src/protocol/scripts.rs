@@ -129,7 +129,7 @@ pub(crate) static RELEASE_HANDOFF: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/release_handoff.lua"),
         &queue_constants(),
-        "GET, DEL, TIME, LINDEX, LPOP, LREM, HGET, HDEL, SET, INCR, PUBLISH, PTTL, PEXPIRE, ZADD, ZCARD, ZREMRANGEBYSCORE",
+        "GET, DEL, TIME, LINDEX, LPOP, LREM, HGET, HDEL, SET, INCR, PUBLISH, PTTL, PEXPIRE, ZADD, ZCARD, ZRANGE, ZREMRANGEBYSCORE",
     )
 });
 

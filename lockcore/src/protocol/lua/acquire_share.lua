@@ -21,6 +21,27 @@
 --
 -- Cost: O(log N) in the N shares held (ZREMRANGEBYSCORE drops only the shares whose lease
 -- ended), plus the queue entries passed.
+--
+-- The first attempt's free-key fast path runs before any helper is defined: the marker by SET
+-- NX PX, the share, the fencing INCR. A release keeps the key set while anyone is queued (it
+-- hands over instead), so a free key with live waiters only follows an expired lease, as for
+-- acquire_queued.lua.
+if string.byte(ARGV[3]) == 49 then
+  local n = string.match(ARGV[1], ',"permits":(%d+)}$')
+  local kind = n and ('"permits":' .. n)
+  if not n and string.sub(ARGV[1], -15) == ',"mode":"read"}' then kind = '"mode":"read"' end
+  if kind and (not n or tonumber(n) >= 1)
+    and redis.call('SET', KEYS[1], '@SHARES_MARKER@ {' .. kind .. '}', 'NX', 'PX', ARGV[2]) then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('ZADD', KEYS[5], now + tonumber(ARGV[2]), string.match(ARGV[1], '^[^ ]*'))
+    redis.call('PEXPIRE', KEYS[5], ARGV[2])
+    if KEYS[2] == KEYS[1] then return {1, 0} end
+    local c = redis.call('INCR', KEYS[2])
+    if c >= 9007199254740992 then c = redis.call('GET', KEYS[2]) end
+    return {1, c}
+  end
+end
 -- @include value_of
 -- @include fencing
 -- @include not_a_lock
