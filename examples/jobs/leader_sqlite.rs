@@ -34,7 +34,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use fleet::{BoxError, Fleet};
 use lockcore::{LockManager, LockOptions};
-use rusqlite::{Connection, TransactionBehavior};
+// The fenced write (`heartbeats::heartbeat`): `UPDATE fence SET term = ?1 WHERE id = 1 AND
+// term <= ?1`, and the row only when that changed a row, in one transaction.
+use lockcore_tests::heartbeats::{create, heartbeat, stale_rows};
 
 const KEY: &str = "leader:heartbeat";
 const TTL: Duration = Duration::from_millis(600);
@@ -84,42 +86,6 @@ async fn main() -> ExitCode {
         None => demo(cli.redis_url, !cli.unfenced).await,
     };
     fleet::exit("leader_sqlite", outcome)
-}
-
-/// The tables: the highest term written so far, and the heartbeats in order.
-fn create(db: &Path) -> Result<(), BoxError> {
-    let conn = Connection::open(db)?;
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL;
-         CREATE TABLE fence (id INTEGER PRIMARY KEY, term INTEGER NOT NULL);
-         INSERT INTO fence VALUES (1, 0);
-         CREATE TABLE heartbeat (seq INTEGER PRIMARY KEY AUTOINCREMENT, term INTEGER NOT NULL, writer TEXT NOT NULL);",
-    )?;
-    Ok(())
-}
-
-/// One heartbeat by `writer` with `term`; fenced, only when no larger term was written before.
-/// Returns whether the row was written.
-fn heartbeat(db: &Path, term: u64, writer: &str, fenced: bool) -> Result<bool, BoxError> {
-    let mut conn = Connection::open(db)?;
-    conn.busy_timeout(Duration::from_secs(2))?;
-    let term = i64::try_from(term)?;
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if fenced {
-        let raised = tx.execute(
-            "UPDATE fence SET term = ?1 WHERE id = 1 AND term <= ?1",
-            [term],
-        )?;
-        if raised == 0 {
-            return Ok(false); // dropping `tx` rolls it back
-        }
-    }
-    tx.execute(
-        "INSERT INTO heartbeat (term, writer) VALUES (?1, ?2)",
-        (term, writer),
-    )?;
-    tx.commit()?;
-    Ok(true)
 }
 
 /// One worker: campaigns, then leads until it finds itself deposed. Reports `elected <term>`,
@@ -220,14 +186,7 @@ async fn demo(redis_url: Option<String>, fenced: bool) -> Result<(), BoxError> {
         }
     };
     workers.finish(Duration::ZERO).await;
-    let conn = Connection::open(&db)?;
-    let (old_i, new_i) = (i64::try_from(old_term)?, i64::try_from(new_term)?);
-    let stale_landed: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM heartbeat WHERE term = ?1
-           AND seq > (SELECT MIN(seq) FROM heartbeat WHERE term = ?2)",
-        [old_i, new_i],
-        |row| row.get(0),
-    )?;
+    let stale_landed = stale_rows(&db)?;
     println!(
         "leader_sqlite: fence={} old_term={old_term} new_term={new_term} stale_refused={} stale_landed={stale_landed}",
         if fenced { "on" } else { "off" },
