@@ -85,12 +85,46 @@ fn unknown_and_duplicate() {
         error(quote!(key = "k", ttl = 5)),
         "unknown argument `ttl` for `#[distributed_lock]`; expected one of `key`, `ttl_ms`, \
          `wait_ms`, `manager`, `crate`, `watchdog`, `on_lost`, `guard`, `keys`, \
-         `on_contended`, `fallback`, `reentrant`, `hold_at_least_ms`"
+         `on_contended`, `fallback`, `reentrant`, `permits`, `mode`, `hold_at_least_ms`"
     );
     assert_eq!(
         error(quote!(key = "k", key = "j")),
         "duplicate argument `key`; each argument may be given at most once"
     );
+}
+
+#[test]
+fn permits_and_mode() {
+    use crate::args::Share;
+    let share = |args| Config::parse(args).map(|c| c.share).ok();
+    assert_eq!(
+        share(quote!(key = "k", permits = 5)),
+        Some(Some(Share::Permits(5)))
+    );
+    assert_eq!(
+        share(quote!(key = "k", permits = 1)),
+        Some(None),
+        "1 is the plain lock"
+    );
+    assert_eq!(
+        share(quote!(key = "k", mode = "read")),
+        Some(Some(Share::Read))
+    );
+    assert_eq!(share(quote!(key = "k", mode = "write")), Some(None));
+    assert_eq!(
+        error(quote!(key = "k", permits = 0)),
+        diagnostics::PERMITS_ZERO
+    );
+    assert_eq!(
+        error(quote!(key = "k", permits = 4_294_967_296)),
+        diagnostics::PERMITS_TOO_LARGE
+    );
+    assert_eq!(
+        error(quote!(key = "k", mode = "both")),
+        diagnostics::MODE_INVALID
+    );
+    assert!(error(quote!(keys = ["a"], permits = 2)).contains("cannot be combined with `keys`"));
+    assert!(error(quote!(key = "k", mode = "read", permits = 2)).contains("choose one"));
 }
 
 #[test]
