@@ -203,6 +203,12 @@ impl LockGuard {
             self.released = true;
             return Ok(());
         }
+        if self.lease.hold_at_least.is_some() && self.lease.is_provisional() {
+            // A hand-over's key lives its claim window until the first renewal, and the release
+            // never lengthens a key's TTL: promote it first, so that the minimum can be kept.
+            // A failed promotion leaves the release to report what it finds.
+            let _ = self.extend(self.lease.ttl()).await;
+        }
         let released = self
             .shared
             .backend

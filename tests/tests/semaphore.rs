@@ -516,3 +516,26 @@ async fn a_dead_waiter_is_skipped_by_the_release() {
     );
     guard.release().await.unwrap();
 }
+
+/// `holder` of a key held as permits names the key and says why, rather than making up a
+/// holder from lockcore's marker; free again, it is `None`.
+#[tokio::test]
+async fn holder_of_a_semaphore_key_is_an_error_naming_it() {
+    let (_server, locks, _raw) = start_with_manager().await;
+    let opts = LockOptions::new(Duration::from_secs(5));
+    let permit = locks.semaphore("pool:h", 3).acquire(&opts).await.unwrap();
+    match locks.holder("pool:h").await {
+        Err(LockError::InvalidOptions { reason }) => {
+            assert!(
+                reason.contains("lock:pool:h") && reason.contains("shares"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected InvalidOptions naming the key, got {other:?}"),
+    }
+    permit.release().await.unwrap();
+    assert!(
+        locks.holder("pool:h").await.unwrap().is_none(),
+        "free again"
+    );
+}

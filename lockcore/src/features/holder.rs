@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::error::LockError;
 use crate::manager::LockManager;
 use crate::protocol::keyspace;
+use crate::util::escape::Escaped;
 
 /// Who holds a lock (or leads, for [`LockManager::campaign`]) now: the holder metadata its
 /// lock value carries (see [`keyspace`](crate::keyspace) for the format), as `lockctl`
@@ -112,11 +113,24 @@ impl LockManager {
     ///
     /// # Errors
     /// [`LockError::InvalidKey`] for an empty key (before any network call);
-    /// [`LockError::NotALock`] when the key holds another Redis type; [`LockError::Redis`], or
+    /// [`LockError::NotALock`] when the key holds another Redis type; [`LockError::InvalidOptions`]
+    /// when it is held as shares ([`Semaphore`](crate::Semaphore) permits or
+    /// [`RwLock`](crate::RwLock) readers: no one holder); [`LockError::Redis`], or
     /// under Redlock [`LockError::QuorumUnreachable`], when the read fails.
     pub async fn holder(&self, key: &str) -> Result<Option<Holder>, LockError> {
         let key = keyspace::full_key(self.key_prefix(), key)?;
         let held = self.shared().backend.read(&key).await?;
+        if held
+            .as_ref()
+            .is_some_and(|held| keyspace::is_shares_marker(&held.value))
+        {
+            return Err(LockError::InvalidOptions {
+                reason: format!(
+                    "`{}` is held as shares (a semaphore's permits or a read-write lock's readers), which have no one holder; expected a plain lock or leadership key (see `Semaphore::available` or `lockctl inspect` for shares)",
+                    Escaped(&key)
+                ),
+            });
+        }
         Ok(held.map(|held| Holder::from_value(&held.value, held.expires_in)))
     }
 }

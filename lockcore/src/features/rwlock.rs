@@ -21,7 +21,10 @@ use crate::util::escape::Escaped;
 ///   [`LockManager::acquire`] of the same key exclude each other, and readers exclude both.
 /// - Fair: requests are served in arrival order, consecutive readers together. A reader that
 ///   arrives while a writer is queued waits behind it, so a writer is never starved by a stream
-///   of readers.
+///   of readers. This needs the fair queue, which is the default: a writer with
+///   [`LockOptions::handoff(false)`](crate::LockOptions::handoff) retries with backoff without
+///   queueing, and a stream of readers can keep it out until its wait budget is spent
+///   ([`LockError::Contended`](crate::LockError::Contended)).
 /// - Each reader holds a lease of its own ([`LockGuard`]: TTL, watchdog, `lost()`, `extend`,
 ///   fencing token); a reader that dies frees its share when its lease ends. A read-unlock is
 ///   O(log N) in the N readers, never a scan of them.
