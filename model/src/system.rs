@@ -339,3 +339,22 @@ pub fn run_request(
 ) -> (Request, crate::scripts::Reply, Vec<(String, String)>) {
     step::run(config, state, i)
 }
+
+impl Config {
+    /// The negative controls' configuration: 2 clients with 2 calls each (so that a client
+    /// comes back as a newcomer), no faults but delays, no renewals, short windows (TTL 5,
+    /// claim window 4, entry lease 5) and a 7 ms horizon.
+    pub fn control() -> Config {
+        Config {
+            rounds: 2,
+            horizon: 7,
+            ttl: 5,
+            claim: 4,
+            lease: 5,
+            max_lag: 0,
+            faults: 0,
+            renew: false,
+            ..Config::safety(2)
+        }
+    }
+}
