@@ -441,7 +441,7 @@ fn the_model_s_scripts_answer_as_redis_does() {
         started.elapsed()
     );
     assert!(calls > 5_000, "{calls}");
-    assert!(grants > 50, "the sequences hand the lock over: {grants}");
+    assert!(grants > 40, "the sequences hand the lock over: {grants}");
 }
 
 #[test]
