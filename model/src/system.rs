@@ -343,11 +343,11 @@ pub fn run_request(
 impl Config {
     /// The negative controls' configuration: 2 clients with 2 calls each (so that a client
     /// comes back as a newcomer), no faults but delays, no renewals, short windows (TTL 5,
-    /// claim window 4, entry lease 5) and a 7 ms horizon.
+    /// claim window 4, entry lease 5) and a 6 ms horizon.
     pub fn control() -> Config {
         Config {
             rounds: 2,
-            horizon: 7,
+            horizon: 6,
             ttl: 5,
             claim: 4,
             lease: 5,

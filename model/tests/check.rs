@@ -59,8 +59,8 @@ fn two_clients_with_lost_replies_missed_pushes_cancellations_and_crashes() {
 #[test]
 fn two_clients_whose_clocks_drift() {
     let config = Config {
-        horizon: if deep() { 10 } else { 8 },
-        faults: if deep() { 1 } else { 0 },
+        horizon: if deep() { 8 } else { 7 },
+        faults: u8::from(deep()),
         max_lag: 1,
         ..Config::safety(2)
     };

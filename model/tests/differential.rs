@@ -126,9 +126,9 @@ fn call_of(op: &Op) -> Option<(Script, Vec<String>, Vec<String>)> {
         ),
         Op::AcquireAll(who) => {
             let mut keys = Vec::new();
-            for lock in 0..2 {
+            for (lock, key) in LOCKS.iter().enumerate() {
                 let (_, queue, _) = queue_keys(lock, true);
-                keys.extend([LOCKS[lock].to_owned(), COUNTER.to_owned(), queue]);
+                keys.extend([(*key).to_owned(), COUNTER.to_owned(), queue]);
             }
             (
                 Script::AcquireAll,

@@ -328,7 +328,7 @@ fn acquire_queued_in(
             .as_deref()
             .and_then(|e| e.split('|').next())
             .filter(|d| is_digits(d));
-        lapsed = !deadline.is_some_and(|d| number(d) > now);
+        lapsed = deadline.is_none_or(|d| number(d) <= now);
     }
     let (queue, entries) = (keys.queue, keys.entries);
     if run
