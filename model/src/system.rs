@@ -265,13 +265,13 @@ impl Config {
     };
 
     /// The default safety check: `clients` clients, one call each, every fault (two in all),
-    /// clocks that fall up to 1 ms behind, renewals, a 16 ms horizon. The windows keep
+    /// clocks that fall up to 1 ms behind, renewals, an 8 ms horizon. The windows keep
     /// lockcore's proportions at a ms scale: TTL 8 (validity 6), claim window 5, entry lease 6.
     pub fn safety(clients: usize) -> Config {
         Config {
             clients,
             rounds: 1,
-            horizon: 16,
+            horizon: 8,
             ttl: 8,
             claim: 5,
             lease: 6,

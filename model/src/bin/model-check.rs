@@ -17,7 +17,7 @@ fn main() {
             u8::try_from(num(3, 1)).unwrap_or(1),
         ),
         _ => Config {
-            horizon: num(2, 16),
+            horizon: num(2, 8),
             faults: u8::try_from(num(3, 2)).unwrap_or(2),
             max_lag: num(4, 1),
             ..Config::safety(usize::try_from(num(1, 2)).unwrap_or(2))
