@@ -187,5 +187,6 @@ async fn hold_many(cfg: &Config, kind: Kind, locks: usize) -> Result<Renewals, S
         Kind::Floor | Kind::FloorNagle | Kind::FloorFenced | Kind::FloorFencedNagle => {
             Err("the floor has no renewal".to_owned())
         }
+        Kind::LockcoreSemaphore => Err("B5 measures the lock's renewals only".to_owned()),
     }
 }

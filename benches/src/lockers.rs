@@ -54,6 +54,9 @@ pub(crate) enum Kind {
     LockcoreHandoff,
     /// lockcore's default with `fencing_counter(FencingCounter::Off)`: no fencing token.
     LockcoreFencingOff,
+    /// lockcore's default, each acquire one permit of a semaphore of [`SEMAPHORE_PERMITS`]
+    /// permits on the key.
+    LockcoreSemaphore,
     Rslock,
     AsyncRedisLock,
     Rlock,
@@ -69,6 +72,7 @@ impl Kind {
             Kind::Lockcore => "lockcore (backoff)",
             Kind::LockcoreHandoff => "lockcore (handoff, default)",
             Kind::LockcoreFencingOff => "lockcore (fencing off)",
+            Kind::LockcoreSemaphore => "lockcore semaphore (4 permits)",
             Kind::Rslock => "rslock 0.10",
             Kind::AsyncRedisLock => "async-redis-lock 0.4",
             Kind::Rlock => "rlock 0.2",
@@ -76,7 +80,7 @@ impl Kind {
     }
 
     /// Every implementation, in table order.
-    pub(crate) const ALL: [Kind; 10] = [
+    pub(crate) const ALL: [Kind; 11] = [
         Kind::Floor,
         Kind::FloorNagle,
         Kind::FloorFenced,
@@ -84,6 +88,7 @@ impl Kind {
         Kind::Lockcore,
         Kind::LockcoreHandoff,
         Kind::LockcoreFencingOff,
+        Kind::LockcoreSemaphore,
         Kind::Rslock,
         Kind::AsyncRedisLock,
         Kind::Rlock,
@@ -107,7 +112,10 @@ impl Kind {
             Kind::FloorNagle | Kind::FloorFencedNagle => {
                 "one `MultiplexedConnection` per node, TCP_NODELAY off"
             }
-            Kind::Lockcore | Kind::LockcoreHandoff | Kind::LockcoreFencingOff => {
+            Kind::Lockcore
+            | Kind::LockcoreHandoff
+            | Kind::LockcoreFencingOff
+            | Kind::LockcoreSemaphore => {
                 "one `ConnectionManager` (multiplexed, reconnecting) per node, TCP_NODELAY off, scripts preloaded; one node: plus one pub/sub connection per manager for wake-ups"
             }
             Kind::Rslock => {
@@ -137,6 +145,9 @@ impl Kind {
             }
             Kind::LockcoreFencingOff => {
                 "as the default, built with `fencing_counter(FencingCounter::Off)`: the acquire mints no fencing token"
+            }
+            Kind::LockcoreSemaphore => {
+                "`Semaphore::acquire` of one of 4 permits on the key, queued as the default (hand-off); wait 5 s"
             }
             Kind::Rslock => {
                 "`lock()` (3 tries, uniform 0-200 ms apart: defaults) called again until 5 s have passed, as its `acquire` loops forever"
@@ -193,6 +204,9 @@ pub(crate) async fn connect(kind: Kind, urls: &[String], budget: Budget) -> Resu
                 true,
             )
             .await?,
+        )),
+        Kind::LockcoreSemaphore => Impl::Lockcore(Arc::new(
+            lockcore(true).await?.with_permits(SEMAPHORE_PERMITS),
         )),
         Kind::Rslock => Impl::Rslock(Arc::new(Rslock::connect(urls, budget)?)),
         Kind::AsyncRedisLock => Impl::AsyncRedisLock(Arc::new(Arl::connect(urls, budget).await?)),
@@ -398,7 +412,12 @@ impl Locker for Floor {
 pub(crate) struct Lockcore {
     manager: LockManager,
     opts: LockOptions,
+    /// Each acquire takes one permit of a semaphore of this many permits on the key.
+    permits: Option<u32>,
 }
+
+/// The permits of [`Kind::LockcoreSemaphore`]'s semaphores.
+pub(crate) const SEMAPHORE_PERMITS: u32 = 4;
 
 impl Lockcore {
     /// A manager from `builder`, with the scenario's TTL and wait budget.
@@ -414,7 +433,19 @@ impl Lockcore {
         let opts = LockOptions::new(budget.ttl)
             .wait(budget.wait)
             .handoff(handoff);
-        Ok(Lockcore { manager, opts })
+        Ok(Lockcore {
+            manager,
+            opts,
+            permits: None,
+        })
+    }
+
+    /// Each acquire takes one permit of a semaphore of `permits` on the key instead.
+    pub(crate) fn with_permits(self, permits: u32) -> Lockcore {
+        Lockcore {
+            permits: Some(permits),
+            ..self
+        }
     }
 
     /// A manager and options for the watchdog scenario.
@@ -435,13 +466,14 @@ impl Locker for Lockcore {
     type Guard = lockcore::LockGuard;
 
     async fn acquire(&self, key: &str) -> Result<lockcore::LockGuard, AcqError> {
-        self.manager
-            .acquire(key, &self.opts)
-            .await
-            .map_err(|e| match e {
-                LockError::Contended { .. } => AcqError::Timeout,
-                other => AcqError::Failed(other.to_string()),
-            })
+        let acquired = match self.permits {
+            None => self.manager.acquire(key, &self.opts).await,
+            Some(n) => self.manager.semaphore(key, n).acquire(&self.opts).await,
+        };
+        acquired.map_err(|e| match e {
+            LockError::Contended { .. } => AcqError::Timeout,
+            other => AcqError::Failed(other.to_string()),
+        })
     }
 
     async fn release(&self, guard: lockcore::LockGuard) -> Result<(), String> {

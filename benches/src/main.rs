@@ -99,6 +99,14 @@ fn block<F: std::future::Future>(flavor: Flavor, fut: F) -> Result<F::Output, St
     Ok(runtime.block_on(fut))
 }
 
+/// `kinds` after lockcore's semaphore row (B1 and B2 only: with 4 permits, B3's two
+/// contenders never wait for each other).
+fn with_semaphore(kinds: &[Kind]) -> Vec<Kind> {
+    std::iter::once(Kind::LockcoreSemaphore)
+        .chain(kinds.iter().copied())
+        .collect()
+}
+
 fn main() -> ExitCode {
     match run(Args::parse()) {
         Ok(code) => code,
@@ -158,14 +166,17 @@ fn run(args: Args) -> Result<ExitCode, String> {
                         Kind::FloorFenced,
                         Kind::FloorFencedNagle,
                     ],
-                    &peers,
+                    &with_semaphore(&peers),
                 ),
             ),
         )?);
     }
     if wanted("b2") {
         eprintln!("B2: one hot key ...");
-        results.b2 = Some(block(multi, b2::b2(&cfg, &with(&[], &peers)))?);
+        results.b2 = Some(block(
+            multi,
+            b2::b2(&cfg, &with(&[], &with_semaphore(&peers))),
+        )?);
     }
     if wanted("b3") {
         eprintln!("B3: hand-off latency ...");

@@ -241,7 +241,10 @@ pub(crate) fn b4_table(o: &mut String, b4: &[Row<Vec<Cycles>>]) {
 
 fn renewal_policy(kind: Kind) -> &'static str {
     match kind {
-        Kind::Lockcore | Kind::LockcoreHandoff | Kind::LockcoreFencingOff => {
+        Kind::Lockcore
+        | Kind::LockcoreHandoff
+        | Kind::LockcoreFencingOff
+        | Kind::LockcoreSemaphore => {
             "`watchdog(true)`: every ttl/3, due renewals batched (≤ 512 keys per script call)"
         }
         Kind::AsyncRedisLock => "always on: one task per lock, every 1 s (default `extend`)",

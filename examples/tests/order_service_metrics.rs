@@ -4,6 +4,9 @@
 //! (`target/<profile>/examples/order_service`).
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+#[allow(dead_code)]
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -11,38 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn demo_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    // target/<profile>/deps/<this test> -> target/<profile>/examples/order_service
-    let profile = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir layout");
-    // Make sure the example is built and current, in this test's profile (a no-op when it is).
-    let mut build = Command::new(env!("CARGO"));
-    build.args([
-        "build",
-        "-q",
-        "-p",
-        "lockcore-examples",
-        "--example",
-        "order_service",
-    ]);
-    if profile.ends_with("release") {
-        build.arg("--release");
-    }
-    let built = build.status().expect("run cargo build");
-    assert!(
-        built.success(),
-        "cargo build --example order_service failed"
-    );
-    let bin = profile.join("examples").join("order_service");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo test -p lockcore-examples` (it builds the examples) or \
-         `cargo build -p lockcore-examples --example order_service` first",
-        bin.display()
-    );
-    bin
+    support::example_binary("order_service")
 }
 
 /// `GET /metrics`; `None` once the worker (and its exporter) is gone.

@@ -246,7 +246,7 @@ impl LockManagerBuilder {
     }
 
     /// The prefix put before every key. Default `"lock:"`; may be empty. It may not hold a
-    /// segment reserved for lockcore's own keys (`__fencing_counter__`, `__waitq__`,
+    /// segment reserved for lockcore's own keys (`__fencing_counter__`, `__waitq__`, `__shares__`,
     /// `__waiters__`, `__idem__`, `__wake__`): [`build`](Self::build) refuses it
     /// ([`LockError::InvalidOptions`]).
     pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {

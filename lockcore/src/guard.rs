@@ -178,7 +178,10 @@ impl LockGuard {
         self.renewal.is_some()
     }
 
-    /// Releases the lock with an atomic compare-and-delete, and stops its renewal. After the
+    /// Releases the lock with an atomic compare-and-delete, and stops its renewal. With
+    /// [`LockOptions::hold_at_least`] the key is kept (still holding this token) until the
+    /// minimum after the acquire has passed by the server's clock, and deleted by its TTL then;
+    /// this counts as released. After the
     /// manager's [`close`](crate::manager::LockManager::close) (which released the key already) it
     /// returns `Ok(())` with no network call.
     ///
@@ -200,6 +203,12 @@ impl LockGuard {
             self.released = true;
             return Ok(());
         }
+        if self.lease.hold_at_least.is_some() && self.lease.is_provisional() {
+            // A hand-over's key lives its claim window until the first renewal, and the release
+            // never lengthens a key's TTL: promote it first, so that the minimum can be kept.
+            // A failed promotion leaves the release to report what it finds.
+            let _ = self.extend(self.lease.ttl()).await;
+        }
         let released = self
             .shared
             .backend
@@ -208,6 +217,7 @@ impl LockGuard {
                 &self.lease.value,
                 self.lease.ttl(),
                 Some(self.lease.deadline()),
+                self.lease.hold_at_least,
             )
             .instrument(telemetry::release_span(&self.lease))
             .await?;
@@ -220,10 +230,11 @@ impl LockGuard {
             Released::HeldByOther => false,
             Released::Unconfirmed { confirmed, needed } => {
                 // The late nodes still get the compare-and-delete, retried until they answer.
-                self.shared.backend.spawn_release(
+                self.shared.backend.spawn_release_held(
                     self.lease.key.clone(),
                     self.lease.value.clone(),
                     self.lease.ttl(),
+                    self.lease.hold_at_least,
                 );
                 // Before the deadline the key cannot have expired on the late nodes.
                 if was_held && within_lease {
@@ -284,7 +295,7 @@ impl LockGuard {
         let extended = match self
             .shared
             .backend
-            .extend(&self.lease.key, self.lease.value.token(), ttl)
+            .extend(&self.lease.key, self.lease.value.renew_arg(), ttl)
             .await
         {
             Ok(extended) => extended,
@@ -337,10 +348,11 @@ impl Drop for LockGuard {
         if !self.released && self.lease.status() != LeaseStatus::Closed {
             telemetry::released(&self.lease, "dropped");
             self.lease.settle(LeaseStatus::Released);
-            self.shared.backend.spawn_release(
+            self.shared.backend.spawn_release_held(
                 self.lease.key.clone(),
                 self.lease.value.clone(),
                 self.lease.ttl(),
+                self.lease.hold_at_least,
             );
         }
     }

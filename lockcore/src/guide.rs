@@ -26,6 +26,12 @@ mod fencing {}
 #[doc = include_str!("../../docs/src/idempotency.md")]
 mod idempotency {}
 
+#[cfg(feature = "macros")]
+#[doc = include_str!("../../docs/src/family.md")]
+mod family {}
+#[doc = include_str!("../../docs/src/jobs.md")]
+mod jobs {}
+
 #[doc = include_str!("../../docs/src/handoff.md")]
 mod handoff {}
 

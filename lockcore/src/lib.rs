@@ -27,6 +27,8 @@
 //! | [`LockManager`], [`LockManagerBuilder`] | the handle that hands out locks, and how it is built: one node, Redlock, Redis Cluster, Sentinel, TLS, `WAIT` for replicas |
 //! | [`LockOptions`] | lease TTL, wait budget, backoff, watchdog, hand-off |
 //! | [`LockGuard`], [`MultiGuard`] | a held lease (or several, from [`LockManager::acquire_many`]): release, extend, fencing token, loss signal |
+//! | [`Semaphore`], [`RwLock`] | leased permits (at most N holders of a key) and fair read-write locks, from [`LockManager::semaphore`] and [`LockManager::rw_lock`] |
+//! | [`Leadership`], [`Holder`] | leader election ([`LockManager::campaign`]: a term per leader, a loss signal, resign) and who holds a key now ([`LockManager::holder`]) |
 //! | [`LockError`] | every way a call can fail, with predicates such as [`LockError::is_contended`] |
 //! | [`distributed_lock`] | the attribute (feature `macros`, on by default) |
 //! | [`FencingCounter`], [`FencedRedis`], [`FenceGate`], [`StaleWrite`], [`FenceError`] | where fencing tokens are minted, and resource-side checks |
@@ -42,10 +44,10 @@
 //! | layer | modules | holds |
 //! |---|---|---|
 //! | facade | `lib.rs`, `__private` | this re-export list; what the attribute's expansion calls |
-//! | features | `features::{multi, reentrancy, idempotency, fenced}` | what builds on the manager: several keys, reentrancy, idempotency records, fenced resources |
+//! | features | `features::{multi, semaphore, rwlock, reentrancy, idempotency, fenced, election, holder}` | what builds on the manager: several keys, semaphores and read-write locks, reentrancy, idempotency records, fenced resources, leader election, who holds a key |
 //! | API | `manager`, `builder`, `guard`, `global`, `shared` | the handles users hold |
 //! | leases | `lease::{state, watchdog, promotion, live, telemetry}` | a held lease and what keeps it: renewal, the first renewal after a hand-over, the manager's live leases, spans and metrics |
-//! | backend | `backend::{mod, topology, single, redlock, waiting, handoff, backoff, replicas, renew, vote, cleanup, round_trip}` | single node or Redlock, told what to do: open a topology, acquire (the waiting loop runs the backend's plan: the fair queue with direct grant, or backoff), release, renew |
+//! | backend | `backend::{mod, topology, single, redlock, waiting, handoff, backoff, replicas, renew, vote, cleanup, round_trip, read, shares}` | single node or Redlock, told what to do: open a topology, acquire (the waiting loop runs the backend's plan: the fair queue with direct grant, or backoff), release, renew |
 //! | protocol | `protocol::{keyspace, value, messages, fencing, scripts, lua, call, explain}` | the wire format: key and channel names, the lock value, the hand-off's messages, one Lua file per script (`protocol/lua/*.lua`) and the one way to call them |
 //! | transport | `transport::{connect, node, sentinel, tls, slot}` | connections (one server, Redis Cluster, a Sentinel-resolved primary), TLS, cluster slots; runs no lock script |
 //! | base | `error`, `options`, `util::{time, escape, redact, defer, spawn}` | errors, options, and small helpers every layer uses |
@@ -64,7 +66,8 @@
 //! The repository's guide (`docs/`, an mdBook: `mdbook serve docs`) explains what the API
 //! reference does not, one chapter each: locks and guards (`docs/src/locks.md`), the attribute
 //! (`attribute.md`), the watchdog (`watchdog.md`), fencing tokens with the SQL pattern
-//! (`fencing.md`), idempotency keys (`idempotency.md`), the hand-off queue (`handoff.md`),
+//! (`fencing.md`), idempotency keys (`idempotency.md`), semaphores and read-write locks
+//! (`family.md`), job locks and leader election (`jobs.md`), the hand-off queue (`handoff.md`),
 //! Redlock (`redlock.md`), topologies with TLS and the ACL rule (`topologies.md`), sharing
 //! locks with other clients (`sharing.md`), security notes (`security.md`), operations:
 //! `lockctl`, tracing and metrics (`operations.md`), the proof under faults (`nemesis.md`) and
@@ -96,13 +99,17 @@ mod guide;
 pub use builder::LockManagerBuilder;
 pub use error::LockError;
 pub use features::admin;
+pub use features::election::Leadership;
 pub use features::fenced::gate::FenceGate;
 pub use features::fenced::redis::FencedRedis;
 pub use features::fenced::stale::{FenceError, StaleWrite};
+pub use features::holder::Holder;
 #[cfg(feature = "idempotency")]
 #[cfg_attr(docsrs, doc(cfg(feature = "idempotency")))]
 pub use features::idempotency::Idempotency;
 pub use features::multi::MultiGuard;
+pub use features::rwlock::RwLock;
+pub use features::semaphore::Semaphore;
 pub use global::{default_manager, set_default_manager};
 pub use guard::LockGuard;
 pub use manager::LockManager;

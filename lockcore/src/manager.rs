@@ -14,7 +14,7 @@ use crate::lease::state::{Lease, LeaseStatus};
 use crate::lease::telemetry::{self, AcquireProbe};
 use crate::options::LockOptions;
 use crate::protocol::keyspace::{counter_key, full_key};
-use crate::protocol::value::LockValue;
+use crate::protocol::value::{LockValue, Share};
 use crate::shared::Shared;
 
 /// A handle that hands out locks on one Redis deployment: a single node, a Sentinel-resolved
@@ -123,9 +123,20 @@ impl LockManager {
         key: String,
         opts: &LockOptions,
     ) -> Result<LockGuard, LockError> {
+        self.acquire_checked_as(key, opts, None).await
+    }
+
+    /// [`acquire_checked`](Self::acquire_checked) of the lock itself (`share` `None`) or of one
+    /// share of it (a semaphore's permit, a reader's share).
+    pub(crate) async fn acquire_checked_as(
+        &self,
+        key: String,
+        opts: &LockOptions,
+        share: Option<Share>,
+    ) -> Result<LockGuard, LockError> {
         let probe = AcquireProbe::start("", &key, opts.key_template_value());
         let result = self
-            .acquire_probed(key, opts, &probe)
+            .acquire_probed(key, opts, share, &probe)
             .instrument(probe.span())
             .await;
         probe.finish(result.as_ref().map(|guard| Some(guard.fencing_token())));
@@ -136,6 +147,7 @@ impl LockManager {
         &self,
         key: String,
         opts: &LockOptions,
+        share: Option<Share>,
         probe: &AcquireProbe,
     ) -> Result<LockGuard, LockError> {
         let counter_key = self.counter_key(&key);
@@ -143,7 +155,7 @@ impl LockManager {
             key: &key,
             counter_key: &counter_key,
             opts,
-            mint: || self.new_value(opts),
+            mint: || self.new_value_as(opts, share),
         };
         let won = self.shared.backend.acquire(&request, probe).await?;
         Ok(self.guard(key.clone(), won, opts))
@@ -162,7 +174,8 @@ impl LockManager {
             Some(claim) => Lease::handed_over(key, value, fencing_token, ttl, claim, attempt_start),
             None => Lease::new(key, value, fencing_token, ttl, attempt_start),
         }
-        .with_key_template(opts.key_template_value());
+        .with_key_template(opts.key_template_value())
+        .with_hold_at_least(opts.hold_at_least_value());
         LockGuard::new(Arc::clone(&self.shared), lease, opts)
     }
 
@@ -179,11 +192,21 @@ impl LockManager {
         key: &str,
         opts: &LockOptions,
     ) -> Result<Option<LockGuard>, LockError> {
+        self.try_acquire_as(key, opts, None).await
+    }
+
+    /// [`try_acquire`](Self::try_acquire) of the lock itself or of one share of it.
+    pub(crate) async fn try_acquire_as(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        share: Option<Share>,
+    ) -> Result<Option<LockGuard>, LockError> {
         let prefix = &self.shared.key_prefix;
         let probe = AcquireProbe::start(prefix, key, opts.key_template_value());
         probe.attempt();
         let result = self
-            .try_acquire_once(key, opts)
+            .try_acquire_once(key, opts, share)
             .instrument(probe.span())
             .await;
         probe.finish(
@@ -198,10 +221,11 @@ impl LockManager {
         &self,
         key: &str,
         opts: &LockOptions,
+        share: Option<Share>,
     ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
         let counter_key = self.counter_key(&key);
-        let value = self.new_value(opts);
+        let value = self.new_value_as(opts, share);
         let attempt_start = Instant::now();
         let request = AttemptRequest {
             key: &key,
@@ -210,6 +234,7 @@ impl LockManager {
             ttl: opts.ttl(),
             queue: None,
             give_up_at: None,
+            stamp: opts.hold_at_least_value().is_some(),
         };
         match self.shared.backend.attempt(&request, attempt_start).await? {
             Vote::Won {
@@ -271,7 +296,13 @@ impl LockManager {
             telemetry::released(&lease, "closed");
             self.shared
                 .backend
-                .release(&lease.key, &lease.value, lease.ttl(), None)
+                .release(
+                    &lease.key,
+                    &lease.value,
+                    lease.ttl(),
+                    None,
+                    lease.hold_at_least,
+                )
                 .await
                 .map(|_| ())
         });
@@ -317,6 +348,17 @@ impl LockManager {
 
     /// A fresh lock value: a random 128-bit token (UUID v4) and the holder metadata.
     pub(crate) fn new_value(&self, opts: &LockOptions) -> LockValue {
-        self.shared.holder.mint(opts.key_template_value())
+        self.new_value_as(opts, None)
+    }
+
+    /// A fresh lock value of the lock itself, or of one share of it.
+    fn new_value_as(&self, opts: &LockOptions, share: Option<Share>) -> LockValue {
+        match share {
+            None => self.shared.holder.mint(opts.key_template_value()),
+            Some(share) => self
+                .shared
+                .holder
+                .mint_share(opts.key_template_value(), share),
+        }
     }
 }

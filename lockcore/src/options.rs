@@ -19,6 +19,7 @@ use crate::error::LockError;
 /// | [`watchdog`](Self::watchdog) | off | renew the lease every ttl/3 while the guard lives |
 /// | [`max_hold`](Self::max_hold) | none | 1 ns ..= [`MAX_HOLD`](Self::MAX_HOLD); stop renewing after this long, the guard is then lost |
 /// | [`handoff`](Self::handoff) | on | queue fairly and be woken by the release (single node) instead of polling |
+/// | [`hold_at_least`](Self::hold_at_least) | none | 1 ms ..= `ttl`; a release keeps the key until this long after the acquire, by the server's clock |
 ///
 /// ```
 /// use std::time::Duration;
@@ -43,6 +44,8 @@ pub struct LockOptions {
     watchdog_chosen: bool,
     max_hold: Option<Duration>,
     handoff: bool,
+    /// A release keeps the key until this long after the acquire (ShedLock's lockAtLeastFor).
+    hold_at_least: Option<Duration>,
     /// The `#[distributed_lock]` key template, for holder metadata and metric labels.
     key_template: Option<&'static str>,
 }
@@ -59,6 +62,7 @@ impl Default for LockOptions {
             watchdog_chosen: false,
             max_hold: None,
             handoff: true,
+            hold_at_least: None,
             key_template: None,
         }
     }
@@ -157,6 +161,52 @@ impl LockOptions {
         self
     }
 
+    /// Keeps the key for at least `at_least` after the acquire (ShedLock's `lockAtLeastFor`):
+    /// a release, explicit or on drop, then leaves the key holding this lease's token until
+    /// `at_least` after the acquire instead of deleting it, so that an instance whose schedule
+    /// fires late (clock skew, a slow start) finds the job's lock still held and skips it. With
+    /// [`wait(Duration::ZERO)`](Self::wait) and `try_acquire` (or the attribute's
+    /// `on_contended = "skip"`) this is a job lock.
+    ///
+    /// Measured by Redis, not by any client's wall clock: the acquire stamps the server's time
+    /// into the lock value's `acquired_at` (a hand-over stamps the time of the grant), and the
+    /// release script computes `remaining = at_least − (server now − acquired_at)` and
+    /// `PEXPIRE`s the key with it, in one script. The TTL stays the upper bound (ShedLock's
+    /// `lockAtMostFor`): the release never lengthens the key's current TTL. Under Redlock each
+    /// node measures with its own clock. Waiters queued behind a kept key get it once it
+    /// expires, at their next re-check (at most 250 ms later): the minimum wins over the
+    /// hand-off.
+    ///
+    /// Whole milliseconds. A release whose lease was already lost keeps nothing (the key is not
+    /// its own). An acquire whose attempt failed is cleaned up by a plain delete.
+    ///
+    /// # Errors
+    /// The call returns [`LockError::InvalidOptions`] when `at_least` is below 1 ms or exceeds
+    /// the ttl.
+    ///
+    /// ```no_run
+    /// # async fn demo(locks: lockcore::LockManager) -> Result<(), lockcore::LockError> {
+    /// use std::time::Duration;
+    /// let job = lockcore::LockOptions::new(Duration::from_secs(60))
+    ///     .wait(Duration::ZERO)
+    ///     .hold_at_least(Duration::from_secs(10));
+    /// if let Some(guard) = locks.try_acquire("job:nightly-report", &job).await? {
+    ///     // ... run the job (here: once per 10 s across the fleet at most) ...
+    ///     guard.release().await?; // the key stays until 10 s after the acquire
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_at_least(mut self, at_least: Duration) -> Self {
+        self.hold_at_least = Some(at_least);
+        self
+    }
+
+    /// The minimum a release keeps the key for, if any (see
+    /// [`hold_at_least`](Self::hold_at_least)).
+    pub fn hold_at_least_value(&self) -> Option<Duration> {
+        self.hold_at_least
+    }
+
     /// The watchdog's renewal cap, if any.
     pub fn max_hold_value(&self) -> Option<Duration> {
         self.max_hold
@@ -209,6 +259,14 @@ impl LockOptions {
             return invalid(format!(
                 "max_hold is {max_hold:?}; expected more than zero and at most {:?}",
                 Self::MAX_HOLD
+            ));
+        }
+        if let Some(at_least) = self.hold_at_least
+            && (at_least < Duration::from_millis(1) || at_least > self.ttl)
+        {
+            return invalid(format!(
+                "hold_at_least is {at_least:?}; expected at least 1 ms and at most the ttl ({:?}): the ttl stays the upper bound",
+                self.ttl
             ));
         }
         if self.retry_base < Duration::from_millis(1) {
@@ -292,12 +350,20 @@ mod tests {
                 .retry_cap(Duration::from_millis(10)),
             LockOptions::default().max_hold(Duration::ZERO),
             LockOptions::default().max_hold(Duration::MAX),
+            LockOptions::new(Duration::from_secs(1)).hold_at_least(Duration::from_millis(1001)),
+            LockOptions::default().hold_at_least(Duration::ZERO),
         ];
         for o in bad {
             assert!(o.validate().is_err(), "{o:?} should be rejected");
         }
         assert!(
             LockOptions::new(Duration::from_millis(1))
+                .validate()
+                .is_ok()
+        );
+        assert!(
+            LockOptions::new(Duration::from_secs(1))
+                .hold_at_least(Duration::from_secs(1))
                 .validate()
                 .is_ok()
         );

@@ -32,6 +32,16 @@ pub(crate) enum CtlError {
         held: String,
         expected: String,
     },
+    /// `release` of a key that shares hold (a semaphore, readers) without `--token`.
+    #[error(
+        "`{key}` is held by shares (a semaphore's permits or readers); expected `--token` naming one share, as `lockctl inspect` lists them"
+    )]
+    SharesNeedToken { key: String },
+    /// `release --token` names no live share of a key that shares hold.
+    #[error(
+        "`{key}` has no live share with token {token} (its lease ended, or it never held one); nothing was released"
+    )]
+    NoSuchShare { key: String, token: String },
     /// A command failed after connecting.
     #[error("redis error: {0}")]
     Redis(redis::RedisError),

@@ -122,6 +122,9 @@ async fn release(
         key: key.to_owned(),
     })?;
     let holder = record::Holder::parse(&value);
+    if lockcore::keyspace::is_shares_marker(&holder.token) {
+        return release_share(target, prefix, key, expected_token).await;
+    }
     if let Some(expected) = expected_token
         && holder.token_bytes != expected.as_bytes()
     {
@@ -147,6 +150,35 @@ async fn release(
         holder.pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
         escape::text(holder.label.as_deref().unwrap_or("-")),
         time::when_or_dash(holder.acquired_at, now),
+        escape::text(&operator()),
+        std::process::id(),
+        time::local_rfc3339(now, &jiff::tz::TimeZone::system()),
+    );
+    Ok(())
+}
+
+/// Releases the one share of `key` (a semaphore's permit, a reader's share) that `token` holds.
+async fn release_share(
+    target: &mut Target,
+    prefix: &str,
+    key: &str,
+    token: Option<&str>,
+) -> Result<(), CtlError> {
+    let token = token.ok_or_else(|| CtlError::SharesNeedToken {
+        key: key.to_owned(),
+    })?;
+    let outcome = lockcore::admin::force_release_share(&mut *target, prefix, key, token).await?;
+    if outcome != lockcore::admin::ForceRelease::Released {
+        return Err(CtlError::NoSuchShare {
+            key: key.to_owned(),
+            token: token.to_owned(),
+        });
+    }
+    let now = time::now_ms();
+    println!(
+        "released one share of {}: token {}; released by {} (pid {}) at {}",
+        escape::text(key),
+        escape::text(token),
         escape::text(&operator()),
         std::process::id(),
         time::local_rfc3339(now, &jiff::tz::TimeZone::system()),

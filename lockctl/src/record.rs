@@ -74,6 +74,65 @@ pub(crate) struct LockRecord {
     pub(crate) fencing_token: Option<u64>,
     /// The live waiters of the hand-off queue, first in line first.
     pub(crate) waiters: Vec<Holder>,
+    /// When the key holds lockcore's marker of shares (a semaphore's permits, a read-write
+    /// lock's readers): what they are and who holds them. Left out for a plain lock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) shares: Option<Box<Shares>>,
+}
+
+/// The shares that hold a key: a semaphore's permits or a read-write lock's readers.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct Shares {
+    /// `"semaphore"` or `"read"`.
+    pub(crate) mode: &'static str,
+    /// A semaphore's number of permits; `null` for readers.
+    pub(crate) permits: Option<u64>,
+    /// How many shares are live.
+    pub(crate) used: usize,
+    /// The live shares, the one whose lease ends first first.
+    pub(crate) holders: Vec<ShareHolder>,
+}
+
+/// One live share: its token (for `release --force --token`) and its remaining lease.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub(crate) struct ShareHolder {
+    pub(crate) token: String,
+    /// Until its lease ends, by the server's clock.
+    pub(crate) remaining_ms: u64,
+}
+
+impl Shares {
+    /// The shares of a key whose value is `value`, from its share set's members and scores
+    /// (lease deadlines, ms since the Unix epoch by the server's clock); `None` unless `value`
+    /// is the marker.
+    fn of(value: &[u8], members: Vec<(Vec<u8>, f64)>, server_now_ms: u64) -> Option<Shares> {
+        let text = std::str::from_utf8(value).ok()?;
+        if !lockcore::keyspace::is_shares_marker(text) {
+            return None;
+        }
+        let meta: serde_json::Value =
+            serde_json::from_str(lockcore::keyspace::split_value(text).1.unwrap_or("{}")).ok()?;
+        let permits = meta.get("permits").and_then(serde_json::Value::as_u64);
+        let now = server_now_ms as f64;
+        let holders: Vec<ShareHolder> = members
+            .into_iter()
+            .filter(|(_, deadline)| *deadline > now)
+            .map(|(token, deadline)| ShareHolder {
+                token: String::from_utf8_lossy(&token).into_owned(),
+                remaining_ms: (deadline - now) as u64,
+            })
+            .collect();
+        Some(Shares {
+            mode: if permits.is_some() {
+                "semaphore"
+            } else {
+                "read"
+            },
+            permits,
+            used: holders.len(),
+            holders,
+        })
+    }
 }
 
 /// A key matched under the prefix that holds another Redis type than a string (a list, a
@@ -152,14 +211,17 @@ pub(crate) async fn read(
     key: &[u8],
 ) -> Result<Option<Found>, CtlError> {
     // A key that is not UTF-8 is no lockcore lock: it has no waiter queue.
-    let queues = std::str::from_utf8(key)
-        .ok()
-        .map(|key| lockcore::keyspace::waiter_queue_keys(prefix, key));
+    let queues = std::str::from_utf8(key).ok().map(|key| {
+        let (queue, entries) = lockcore::keyspace::waiter_queue_keys(prefix, key);
+        (queue, entries, lockcore::keyspace::shares_key(prefix, key))
+    });
     // All keys share the lock key's slot, so one pipeline serves a cluster too.
     let mut pipe = redis::pipe();
     read_key_cmd(&mut pipe, key);
-    if let Some((queue, entries)) = &queues {
-        pipe.lrange(queue, 0, -1).hgetall(entries);
+    if let Some((queue, entries, shares)) = &queues {
+        pipe.lrange(queue, 0, -1)
+            .hgetall(entries)
+            .zrange_withscores(shares, 0, -1);
     }
     let replies: Vec<redis::Value> = pipe.query_async(target).await?;
     let mut replies = replies.into_iter();
@@ -167,6 +229,7 @@ pub(crate) async fn read(
     let raw = decode_raw(next())?;
     let queued: Vec<Vec<u8>> = decode(next())?;
     let entries: HashMap<Vec<u8>, String> = decode(next())?;
+    let members: Vec<(Vec<u8>, f64)> = decode(next())?;
     let shown_key = String::from_utf8_lossy(key).into_owned();
     let value = match (raw.redis_type.as_str(), raw.value) {
         ("none", _) | ("string", None) => return Ok(None),
@@ -184,6 +247,7 @@ pub(crate) async fn read(
         }
     };
     let holder = Holder::parse(&value);
+    let shares = Shares::of(&value, members, raw.server_now_ms).map(Box::new);
     // A queued waiter is live while its entry's deadline (the server's clock) is ahead.
     let waiters = queued
         .iter()
@@ -207,6 +271,7 @@ pub(crate) async fn read(
         held_ms,
         fencing_token: None,
         waiters,
+        shares,
     })))
 }
 

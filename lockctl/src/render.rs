@@ -237,6 +237,23 @@ pub(crate) fn detail(r: &LockRecord) -> String {
     for (i, w) in r.waiters.iter().enumerate() {
         rows.push(vec![format!("  #{}", i + 1), waiter(w)]);
     }
+    if let Some(shares) = &r.shares {
+        let what = match shares.permits {
+            Some(permits) => format!("semaphore: {} of {permits} permits used", shares.used),
+            None => format!("read: {} reader(s)", shares.used),
+        };
+        rows.push(vec!["shares".into(), what]);
+        for share in &shares.holders {
+            rows.push(vec![
+                "  share".into(),
+                format!(
+                    "{} remaining_ms={}",
+                    shown(&share.token),
+                    share.remaining_ms
+                ),
+            ]);
+        }
+    }
     columns(&rows)
 }
 

@@ -30,6 +30,16 @@ pub(crate) enum OnContended {
     Fallback(Path),
 }
 
+/// What the attribute locks beside the plain lock of its key: one share of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Share {
+    /// `permits = N` with N ≥ 2: one permit of a semaphore of N (`permits = 1` is the plain
+    /// lock).
+    Permits(u32),
+    /// `mode = "read"`: a reader's share (`mode = "write"` is the plain lock).
+    Read,
+}
+
 /// The validated arguments.
 pub(crate) struct Config {
     /// `key = ".."` as one template, or `keys = [..]`; never empty.
@@ -38,6 +48,8 @@ pub(crate) struct Config {
     pub(crate) multi: bool,
     pub(crate) ttl_ms: Option<u64>,
     pub(crate) wait_ms: Option<u64>,
+    /// `hold_at_least_ms = N`: a release keeps the key until N ms after the acquire.
+    pub(crate) hold_at_least_ms: Option<u64>,
     pub(crate) manager: Option<Expr>,
     /// `::lockcore` unless `crate = ".."` says otherwise.
     pub(crate) krate: Path,
@@ -47,6 +59,8 @@ pub(crate) struct Config {
     pub(crate) guard: Option<Ident>,
     pub(crate) on_contended: OnContended,
     pub(crate) reentrant: bool,
+    /// `permits = N` (N ≥ 2) or `mode = "read"`; `None` for the plain lock.
+    pub(crate) share: Option<Share>,
 }
 
 /// `name = value`; the value is any expression until validation.
@@ -72,11 +86,13 @@ impl Config {
         let mut errors = Errors::default();
         let mut seen: Vec<String> = Vec::new();
         let mut keys = None;
+        let mut hold_span = Span::call_site();
         let mut config = Config {
             keys: Vec::new(), // replaced below, or an error is recorded
             multi: false,
             ttl_ms: None,
             wait_ms: None,
+            hold_at_least_ms: None,
             manager: None,
             krate: syn::parse_quote!(::lockcore),
             watchdog: None,
@@ -84,6 +100,7 @@ impl Config {
             guard: None,
             on_contended: OnContended::Error,
             reentrant: true,
+            share: None,
         };
         for Arg { name, value } in args {
             let name_str = name.to_string();
@@ -95,7 +112,10 @@ impl Config {
                 errors.error(name.span(), diagnostics::duplicate_arg(&name_str));
                 continue;
             }
-            if let Some(other) = exclusive_with(&name_str).filter(|o| seen.iter().any(|s| s == o)) {
+            if let Some(other) = exclusive_with(&name_str)
+                .iter()
+                .find(|o| seen.iter().any(|s| s == *o))
+            {
                 errors.error(name.span(), diagnostics::exclusive_args(other, &name_str));
                 seen.push(name_str);
                 continue;
@@ -122,6 +142,14 @@ impl Config {
                         Ok(())
                     }),
                     "wait_ms" => millis(&value, "wait_ms").map(|ms| config.wait_ms = Some(ms)),
+                    "hold_at_least_ms" => millis(&value, "hold_at_least_ms").and_then(|ms| {
+                        if ms == 0 {
+                            return Err(syn::Error::new(value.span(), diagnostics::HOLD_ZERO));
+                        }
+                        hold_span = value.span();
+                        config.hold_at_least_ms = Some(ms);
+                        Ok(())
+                    }),
                     "manager" => {
                         config.manager = Some(value);
                         Ok(())
@@ -130,11 +158,24 @@ impl Config {
                     "watchdog" => boolean(&value, diagnostics::WATCHDOG_NOT_BOOL)
                         .map(|b| config.watchdog = Some(b)),
                     "on_lost" => on_lost(&value).map(|v| config.on_lost = v),
+                    "permits" => permits(&value).map(|n| {
+                        config.share = (n > 1).then_some(Share::Permits(n));
+                    }),
+                    "mode" => mode(&value).map(|share| config.share = share),
                     // The name was checked against `ARG_NAMES` above, so this is `guard`.
                     _ => guard(&value).map(|ident| config.guard = Some(ident)),
                 };
             seen.push(name_str);
             errors.ok(result);
+        }
+        // Without `ttl_ms` the manager's default ttl bounds it, checked at run time.
+        if let (Some(hold), Some(ttl)) = (config.hold_at_least_ms, config.ttl_ms)
+            && hold > ttl
+        {
+            errors.error(hold_span, diagnostics::hold_above_ttl(hold, ttl));
+        }
+        if config.hold_at_least_ms.is_some() && config.share.is_some() {
+            errors.error(hold_span, diagnostics::HOLD_WITH_SHARE);
         }
         match keys {
             Some(keys) => config.keys = keys,
@@ -184,7 +225,7 @@ pub(crate) fn millis(value: &Expr, name: &str) -> syn::Result<u64> {
     // The runtime's limits (`LockOptions::MAX_TTL`, `LockOptions::MAX_WAIT`), checked here so
     // that an out-of-range literal fails at compile time instead of on every call.
     let (max, meaning) = match name {
-        "ttl_ms" => (MAX_TTL_MS, "7 days, in milliseconds"),
+        "ttl_ms" | "hold_at_least_ms" => (MAX_TTL_MS, "7 days, in milliseconds"),
         _ => (MAX_WAIT_MS, "1 hour, in milliseconds"),
     };
     if value > max {
@@ -208,14 +249,44 @@ fn boolean(value: &Expr, message: &str) -> syn::Result<bool> {
     }
 }
 
-/// The argument that cannot be given together with `name`.
-fn exclusive_with(name: &str) -> Option<&'static str> {
+/// The arguments that cannot be given together with `name`.
+fn exclusive_with(name: &str) -> &'static [&'static str] {
     match name {
-        "key" => Some("keys"),
-        "keys" => Some("key"),
-        "fallback" => Some("on_contended"),
-        "on_contended" => Some("fallback"),
-        _ => None,
+        "key" => &["keys"],
+        "keys" => &["key", "permits", "mode"],
+        "fallback" => &["on_contended"],
+        "on_contended" => &["fallback"],
+        "permits" => &["keys", "mode"],
+        "mode" => &["keys", "permits"],
+        _ => &[],
+    }
+}
+
+/// `permits = N`: an integer literal ≥ 1 that fits a `u32`.
+fn permits(value: &Expr) -> syn::Result<u32> {
+    let Some(Lit::Int(lit)) = literal(value) else {
+        return Err(syn::Error::new(value.span(), diagnostics::PERMITS_NOT_INT));
+    };
+    if !matches!(lit.suffix(), "" | "u32") {
+        return Err(syn::Error::new(
+            lit.span(),
+            diagnostics::bad_int_suffix("permits", lit.suffix()).replace("`u64`", "`u32`"),
+        ));
+    }
+    match lit.base10_parse::<u64>() {
+        Ok(0) => Err(syn::Error::new(lit.span(), diagnostics::PERMITS_ZERO)),
+        Ok(n) => u32::try_from(n)
+            .map_err(|_| syn::Error::new(lit.span(), diagnostics::PERMITS_TOO_LARGE)),
+        Err(_) => Err(syn::Error::new(lit.span(), diagnostics::PERMITS_TOO_LARGE)),
+    }
+}
+
+/// `mode = "read"` (a reader's share) or `mode = "write"` (the plain lock: `None`).
+fn mode(value: &Expr) -> syn::Result<Option<Share>> {
+    match literal(value) {
+        Some(Lit::Str(lit)) if lit.value() == "read" => Ok(Some(Share::Read)),
+        Some(Lit::Str(lit)) if lit.value() == "write" => Ok(None),
+        _ => Err(syn::Error::new(value.span(), diagnostics::MODE_INVALID)),
     }
 }
 

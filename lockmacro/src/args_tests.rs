@@ -85,7 +85,7 @@ fn unknown_and_duplicate() {
         error(quote!(key = "k", ttl = 5)),
         "unknown argument `ttl` for `#[distributed_lock]`; expected one of `key`, `ttl_ms`, \
          `wait_ms`, `manager`, `crate`, `watchdog`, `on_lost`, `guard`, `keys`, \
-         `on_contended`, `fallback`, `reentrant`"
+         `on_contended`, `fallback`, `reentrant`, `hold_at_least_ms`"
     );
     assert_eq!(
         error(quote!(key = "k", key = "j")),
@@ -203,4 +203,33 @@ fn policy_and_key_set_errors() {
 fn syntax_errors_come_from_syn() {
     assert_eq!(error(quote!(key)), "expected `=`");
     assert_eq!(error(quote!(key = "a" ttl_ms = 1)), "expected `,`");
+}
+
+#[test]
+fn hold_at_least_is_at_most_the_ttl() {
+    let Ok(config) = parse(quote!(key = "job", ttl_ms = 5000, hold_at_least_ms = 5000)) else {
+        panic!("a minimum equal to the ttl is accepted");
+    };
+    assert_eq!(config.hold_at_least_ms, Some(5000));
+    assert!(
+        parse(quote!(key = "job", hold_at_least_ms = 60_000)).is_ok(),
+        "no ttl_ms: checked at run time"
+    );
+    assert_eq!(
+        error(quote!(key = "job", ttl_ms = 5000, hold_at_least_ms = 5001)),
+        diagnostics::hold_above_ttl(5001, 5000)
+    );
+    assert_eq!(
+        error(quote!(hold_at_least_ms = 9000, key = "job", ttl_ms = 5000)),
+        diagnostics::hold_above_ttl(9000, 5000),
+        "in any order"
+    );
+    assert_eq!(
+        error(quote!(key = "job", hold_at_least_ms = 0)),
+        diagnostics::HOLD_ZERO
+    );
+    assert_eq!(
+        error(quote!(key = "job", hold_at_least_ms = 604_800_001)),
+        "`hold_at_least_ms` is at most 604800000 (7 days, in milliseconds)"
+    );
 }

@@ -21,6 +21,9 @@ pub(crate) const ARG_NAMES: &[&str] = &[
     "on_contended",
     "fallback",
     "reentrant",
+    "permits",
+    "mode",
+    "hold_at_least_ms",
 ];
 
 // ---- arguments -------------------------------------------------------------------------------
@@ -40,8 +43,14 @@ pub(crate) const MISSING_KEY: &str = "`#[distributed_lock]` requires a `key` arg
      e.g. `#[distributed_lock(key = \"order:<order_id>\")]`, or `keys = [..]`";
 
 pub(crate) fn exclusive_args(first: &str, second: &str) -> String {
-    let hint = match first {
-        "key" | "keys" => "use `keys = [..]` alone to lock several keys",
+    let hint = match (first, second) {
+        ("permits", "mode") | ("mode", "permits") => {
+            "`permits` makes a semaphore and `mode` a read-write lock; choose one"
+        }
+        ("permits" | "mode", _) | (_, "permits" | "mode") => {
+            "a semaphore or a read-write lock guards one key: use `key = \"..\"`"
+        }
+        ("key" | "keys", _) => "use `keys = [..]` alone to lock several keys",
         _ => "a fallback is what runs when the lock is contended",
     };
     format!("`{second}` cannot be combined with `{first}`; {hint}")
@@ -88,6 +97,28 @@ pub(crate) fn int_above_max(name: &str, max: u64, meaning: &str) -> String {
 }
 
 pub(crate) const TTL_ZERO: &str = "`ttl_ms` must be greater than 0";
+
+pub(crate) const PERMITS_NOT_INT: &str =
+    "expected an integer literal of at least 1 for `permits`, e.g. `permits = 5`";
+
+pub(crate) const PERMITS_ZERO: &str =
+    "`permits` must be at least 1; a semaphore of 0 permits would never let anyone in";
+
+pub(crate) const PERMITS_TOO_LARGE: &str = "`permits` does not fit in a `u32`";
+
+pub(crate) const MODE_INVALID: &str = "expected `\"read\"` or `\"write\"` for `mode`";
+
+pub(crate) const HOLD_ZERO: &str =
+    "`hold_at_least_ms` must be greater than 0; leave it out for no minimum";
+
+pub(crate) fn hold_above_ttl(hold_ms: u64, ttl_ms: u64) -> String {
+    format!(
+        "`hold_at_least_ms` ({hold_ms}) exceeds `ttl_ms` ({ttl_ms}); the ttl is the upper bound \
+         of the hold, so `hold_at_least_ms` must be at most `ttl_ms`"
+    )
+}
+
+pub(crate) const HOLD_WITH_SHARE: &str = "`hold_at_least_ms` is for a plain (job) lock; a semaphore's permit or a reader's share keeps no minimum, so leave out `permits` or `mode = \"read\"`";
 
 pub(crate) const WATCHDOG_NOT_BOOL: &str = "expected `true` or `false` for `watchdog`";
 

@@ -8,7 +8,7 @@ use syn::spanned::Spanned as _;
 use syn::visit_mut::VisitMut;
 use syn::{Attribute, Ident, ReturnType, Type};
 
-use crate::args::{Config, OnContended, OnLost};
+use crate::args::{Config, OnContended, OnLost, Share};
 use crate::diagnostics;
 use crate::item::{Func, Params};
 use crate::render::keys_expr;
@@ -291,10 +291,30 @@ fn wrapper(
     });
     let body = pinned_body(&ret, ret_span, brace, stmts, &ret_var);
 
+    // A share (`permits = N`, `mode = "read"`) is one more argument to another entry point, and
+    // only a job lock's expansion names its minimum hold; the plain lock's stays as it was.
+    let (lock_fn, hold, share) = match (config.share, config.hold_at_least_ms) {
+        (Some(Share::Permits(n)), _) => (
+            quote!(lock_shared),
+            TokenStream::new(),
+            Some(quote!(#private::Share::Permits(#n),)),
+        ),
+        (Some(Share::Read), _) => (
+            quote!(lock_shared),
+            TokenStream::new(),
+            Some(quote!(#private::Share::Read,)),
+        ),
+        (None, Some(ms)) => {
+            let ms = millis(ms);
+            (quote!(lock_job), quote!(#ms,), None)
+        }
+        (None, None) => (quote!(lock), TokenStream::new(), None),
+    };
     quote! {
-        let #lock_var = match #private::lock(
+        let #lock_var = match #private::#lock_fn(
             #manager,
             #keys,
+            #hold
             #private::Settings {
                 ttl_ms: #ttl_ms,
                 wait_ms: #wait_ms,
@@ -303,6 +323,7 @@ fn wrapper(
                 on_lost: #private::OnLost::#on_lost,
                 key_template: #key_template,
             },
+            #share
         )
         .await
         {

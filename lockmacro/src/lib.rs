@@ -60,6 +60,9 @@ mod snapshot_tests;
 /// | `on_contended` | `"error"`: return the `Contended` error; `"skip"`: return `Ok(())` (for `Result<(), E>`) or `Ok(None)` (for `Result<Option<T>, E>`) without running the body | `"error"` |
 /// | `fallback` | path to a fn (async or not) taking the same arguments (`self` first in a method) and returning the same type, called instead of the body when the lock is contended; exclusive with `on_contended` | none |
 /// | `reentrant` | `true` or `false`: what a nested call on a key this task already holds through the attribute does (see below) | `true` |
+/// | `permits` | integer literal ≥ 1: the call takes one permit of a semaphore of that many permits on the key (`LockManager::semaphore`; `permits = 1` is the plain lock); exclusive with `keys` and `mode` | none |
+/// | `mode` | `"read"`: the call takes a reader's share of the key's read-write lock (`RwLock::read`); `"write"`: the write lock, which is the plain lock; exclusive with `keys` and `permits` | `"write"` |
+/// | `hold_at_least_ms` | integer literal ≥ 1 and ≤ `ttl_ms` (a compile error otherwise), ms: the release keeps the key until this long after the acquire, by Redis' clock (ShedLock's lockAtLeastFor; `LockOptions::hold_at_least`). With `wait_ms = 0, on_contended = "skip"` a job lock | none |
 ///
 /// The Redis key is the manager's key prefix (default `"lock:"`) followed by the rendered
 /// template, byte for byte.

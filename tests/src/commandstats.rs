@@ -34,6 +34,22 @@ pub fn calls_of(stats: &str, name: &str) -> u64 {
     parse_commandstats(stats).1.get(name).copied().unwrap_or(0)
 }
 
+/// `usec_per_call=` of `cmdstat_<name>` in `INFO commandstats` text: Redis' own time per call
+/// in µs (0 when absent).
+pub fn usec_per_call_of(stats: &str, name: &str) -> f64 {
+    let lead = format!("cmdstat_{name}:");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(&lead))
+        .and_then(|fields| {
+            fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("usec_per_call="))
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// `INFO commandstats` on a raw connection.
 pub async fn commandstats(con: &mut MultiplexedConnection) -> String {
     query(con, &cmd(&["INFO", "commandstats"])).await

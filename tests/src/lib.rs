@@ -14,6 +14,7 @@
 //! | `monitor` | the `MONITOR` line parser and a blocking reader |
 //! | `stats` | quantiles and Jain's index |
 //! | `capture` | captured `tracing` events |
+//! | `heartbeats` | the fenced SQLite heartbeat table of the leader example and workload |
 //!
 //! `LOCKCORE_TEST_SERVER=valkey` runs every server of the harness on Valkey
 //! (`valkey-server`, installed by `scripts/ensure-valkey`) instead;
@@ -75,6 +76,7 @@ pub use probes::*;
 pub use queues::*;
 pub use stats::*;
 
+pub mod heartbeats;
 pub mod history;
 pub mod lua;
 pub mod nemesis;

@@ -35,6 +35,13 @@ const RULE: &[&str] = &[
     "+hget",
     "+hset",
     "+hdel",
+    "+zadd",
+    "+zrem",
+    "+zscore",
+    "+zcard",
+    "+zcount",
+    "+zrange",
+    "+zremrangebyscore",
 ];
 
 const PASSWORD: &str = "pa55-w0rd-never-shown";
@@ -136,6 +143,46 @@ async fn the_documented_rule_covers_every_feature() {
         .unwrap_or_else(|e| panic!("waiter acquire: {e}"));
     assert!(second.fencing_token() > first_token, "fencing tokens grow");
     assert!(second.release().await.is_ok());
+}
+
+/// Semaphore permits and readers (their sorted set, grants to queued waiters, renewal, count),
+/// as the restricted user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_rule_covers_semaphores_and_read_write_locks() {
+    let server = restricted_server(&[]);
+    let locks = app_manager(&server).await;
+    let opts = LockOptions::new(Duration::from_millis(600))
+        .wait(Duration::from_secs(5))
+        .watchdog(true);
+    let sem = locks.semaphore("acl:pool", 1);
+    let permit = sem
+        .acquire(&opts)
+        .await
+        .unwrap_or_else(|e| panic!("permit: {e}"));
+    let queued = {
+        let sem = sem.clone();
+        let opts = opts.clone();
+        tokio::spawn(async move { sem.acquire(&opts).await })
+    };
+    let mut raw = server.connection().await;
+    wait_queue_len(&mut raw, 1).await;
+    // Past the TTL: the watchdog renews the permit.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(sem.available().await.unwrap_or_else(|e| panic!("{e}")), 0);
+    assert!(permit.release().await.is_ok(), "release");
+    let next = queued
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .unwrap_or_else(|e| panic!("handed the permit: {e}"));
+    assert!(next.release().await.is_ok());
+    let rw = locks.rw_lock("acl:prices");
+    let reader = rw.read(&opts).await.unwrap_or_else(|e| panic!("read: {e}"));
+    assert!(reader.release().await.is_ok());
+    let writer = rw
+        .write(&opts)
+        .await
+        .unwrap_or_else(|e| panic!("write: {e}"));
+    assert!(writer.release().await.is_ok());
 }
 
 /// A permission the user lacks gives an error that names the command.

@@ -277,7 +277,8 @@ async fn wait_for_replicas_goes_to_the_slot_primary_with_its_script() {
     let build = |replicas: usize| {
         LockManager::builder()
             .cluster(cluster.seed_urls())
-            .wait_for_replicas(replicas, Duration::from_millis(400))
+            .response_timeout(Duration::from_secs(3))
+            .wait_for_replicas(replicas, Duration::from_secs(2))
             .build()
     };
     let one = build(1)
@@ -324,4 +325,82 @@ async fn wait_for_replicas_goes_to_the_slot_primary_with_its_script() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(left, None, "an unreplicated acquire releases its key");
+}
+
+/// Semaphores and read-write locks on the cluster, for plain and hash-tagged key shapes: every
+/// key of one (lock key, share set, waiter queue, fencing counter) sits in one slot, so its
+/// scripts run (no `CROSSSLOT`); a queued waiter is handed a released permit; readers share
+/// and exclude a writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_and_rw_locks_keep_their_keys_in_one_slot() {
+    let cluster = RedisCluster::start();
+    let locks = manager(&cluster).await;
+    let mut con = raw(&cluster).await;
+    let wait = LockOptions::new(Duration::from_secs(5)).wait(Duration::from_secs(5));
+    for key in ["pool:1", "{user:7}:pool", "a{}b", "x}{y"] {
+        let full = format!("lock:{key}");
+        let shares = lockcore::keyspace::shares_key("lock:", &full);
+        assert_eq!(
+            RedisCluster::slot_for_key(&shares),
+            RedisCluster::slot_for_key(&full),
+            "{key:?}"
+        );
+        let sem = locks.semaphore(key, 2);
+        let a = sem
+            .acquire(&wait)
+            .await
+            .unwrap_or_else(|e| panic!("{key:?}: {e}"));
+        let b = sem
+            .acquire(&wait)
+            .await
+            .unwrap_or_else(|e| panic!("{key:?}: {e}"));
+        let queued = tokio::spawn({
+            let (sem, wait) = (sem.clone(), wait.clone());
+            async move { sem.acquire(&wait).await }
+        });
+        let (queue, _) = lockcore::keyspace::waiter_queue_keys("lock:", &full);
+        let until = Instant::now() + Duration::from_secs(5);
+        while !con.exists::<_, bool>(&queue).await.unwrap_or(false) {
+            assert!(
+                Instant::now() < until,
+                "{key:?}: the third caller never queued"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        a.release().await.unwrap_or_else(|e| panic!("{key:?}: {e}"));
+        let c = tokio::time::timeout(Duration::from_secs(5), queued)
+            .await
+            .unwrap_or_else(|_| panic!("{key:?}: not handed the permit"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|e| panic!("{key:?}: {e}"));
+        assert!(c.fencing_token() > b.fencing_token(), "{key:?}");
+        assert_eq!(sem.available().await.unwrap_or_else(|e| panic!("{e}")), 0);
+        b.release().await.unwrap_or_else(|e| panic!("{e}"));
+        c.release().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sem.available().await.unwrap_or_else(|e| panic!("{e}")), 2);
+
+        let rw = locks.rw_lock(&format!("{key}:rw"));
+        let r1 = rw
+            .try_read(&once(5_000))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r2 = rw
+            .try_read(&once(5_000))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(r1.is_some() && r2.is_some(), "{key:?}: readers share");
+        let none = rw
+            .try_write(&once(5_000))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(none.is_none(), "{key:?}: readers exclude the writer");
+        for reader in [r1, r2].into_iter().flatten() {
+            reader.release().await.unwrap_or_else(|e| panic!("{e}"));
+        }
+        let writer = rw
+            .write(&wait)
+            .await
+            .unwrap_or_else(|e| panic!("{key:?}: {e}"));
+        writer.release().await.unwrap_or_else(|e| panic!("{e}"));
+    }
 }

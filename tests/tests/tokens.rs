@@ -44,7 +44,13 @@ struct Tally {
 
 /// The token test on `server` with two independent clients, and its checks.
 async fn run_and_check_c03(server: &RedisServer) {
-    let (a, b) = (manager(server).await, manager(server).await);
+    // 1000 tasks on one thread can keep a reply unread past the default 500 ms response
+    // timeout on a loaded machine; this test is about tokens and exclusion, not timeouts.
+    let patient = Duration::from_secs(5);
+    let (a, b) = (
+        manager_with_timeout(server, patient).await,
+        manager_with_timeout(server, patient).await,
+    );
     check_c03(&run_c03(a, b).await);
 }
 

@@ -136,6 +136,61 @@ pub async fn lock<I>(
 where
     I: IntoIterator<Item = String>,
 {
+    lock_as(manager, keys, settings, None, None).await
+}
+
+/// What `permits = N` (N ≥ 2) and `mode = "read"` ask for: one share of the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// One permit of a semaphore of this many permits ([`LockManager::semaphore`]).
+    Permits(u32),
+    /// A reader's share ([`LockManager::rw_lock`], [`crate::RwLock::read`]).
+    Read,
+}
+
+/// [`lock`] of one share of the (one) key: a semaphore's permit or a reader's share.
+///
+/// # Errors
+/// As [`lock`], and as [`crate::Semaphore::acquire`] / [`crate::RwLock::read`].
+pub async fn lock_shared<I>(
+    manager: Result<LockManager, LockError>,
+    keys: I,
+    settings: Settings,
+    share: Share,
+) -> Result<Lock, LockError>
+where
+    I: IntoIterator<Item = String>,
+{
+    lock_as(manager, keys, settings, Some(share), None).await
+}
+
+/// [`lock`] of a job lock: `hold_at_least_ms` (see [`LockOptions::hold_at_least`]).
+///
+/// # Errors
+/// As [`lock`]; [`LockError::InvalidOptions`] when the minimum exceeds the ttl (the manager's
+/// default ttl, when the attribute has no `ttl_ms`).
+pub async fn lock_job<I>(
+    manager: Result<LockManager, LockError>,
+    keys: I,
+    hold_at_least_ms: u64,
+    settings: Settings,
+) -> Result<Lock, LockError>
+where
+    I: IntoIterator<Item = String>,
+{
+    lock_as(manager, keys, settings, None, Some(hold_at_least_ms)).await
+}
+
+async fn lock_as<I>(
+    manager: Result<LockManager, LockError>,
+    keys: I,
+    settings: Settings,
+    share: Option<Share>,
+    hold_at_least_ms: Option<u64>,
+) -> Result<Lock, LockError>
+where
+    I: IntoIterator<Item = String>,
+{
     let manager = manager?;
     let keys = crate::features::multi::canonical(keys);
     let full = keys
@@ -144,8 +199,22 @@ where
         .collect::<Result<Vec<_>, _>>()?;
     let (hold, owner) = match reentrancy::enclosing(&manager, &full) {
         Enclosing::None => {
-            let opts = options(&manager, &settings);
-            (Arc::new(manager.acquire_many(&keys, &opts).await?), true)
+            let mut opts = options(&manager, &settings);
+            if let Some(ms) = hold_at_least_ms {
+                opts = opts.hold_at_least(Duration::from_millis(ms));
+            }
+            let hold = match (share, keys.first()) {
+                (Some(Share::Permits(n)), Some(key)) => {
+                    let guard = manager.semaphore(key, n).acquire(&opts).await?;
+                    MultiGuard::single(guard, manager.key_prefix())
+                }
+                (Some(Share::Read), Some(key)) => {
+                    let guard = manager.rw_lock(key).read(&opts).await?;
+                    MultiGuard::single(guard, manager.key_prefix())
+                }
+                _ => manager.acquire_many(&keys, &opts).await?,
+            };
+            (Arc::new(hold), true)
         }
         Enclosing::All(hold) if settings.reentrant => (hold, false),
         Enclosing::All(_) => {

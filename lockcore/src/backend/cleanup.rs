@@ -22,7 +22,7 @@ impl Backend {
         ttl: Duration,
     ) {
         let releases = keys.iter().map(|bulk| async move {
-            if let Err(cleanup) = single.release(bulk.key, bulk.value, None).await {
+            if let Err(cleanup) = single.release(bulk.key, bulk.value, None, None).await {
                 tracing::warn!(key = %Escaped(bulk.key), error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
                 self.spawn_release(bulk.key.to_owned(), bulk.value.clone(), ttl);
             }
@@ -33,6 +33,18 @@ impl Backend {
     /// Spawns a bounded background compare-and-delete of `token` on `key`. If no runtime runs
     /// it, the key is left to its TTL, and that is logged.
     pub(crate) fn spawn_release(&self, key: String, value: LockValue, ttl: Duration) {
+        self.spawn_release_held(key, value, ttl, None);
+    }
+
+    /// [`spawn_release`](Self::spawn_release) of a held lease, which keeps its key for what is
+    /// left of the minimum `hold` (see [`Backend::release`]).
+    pub(crate) fn spawn_release_held(
+        &self,
+        key: String,
+        value: LockValue,
+        ttl: Duration,
+        hold: Option<Duration>,
+    ) {
         let backend = self.clone();
         let left_to_ttl = {
             let key = key.clone();
@@ -44,7 +56,7 @@ impl Backend {
             })
         };
         self.spawn(async move {
-            backend.release_with_retries(&key, &value, ttl).await;
+            backend.release_with_retries(&key, &value, ttl, hold).await;
             left_to_ttl.disarm();
         });
     }
@@ -53,7 +65,13 @@ impl Backend {
     /// until it has answered (a late or unreachable node may still hold the token). Gives up
     /// once `ttl` has passed (the key has expired by then) or after 16 attempts, whichever
     /// comes first.
-    async fn release_with_retries(&self, key: &str, value: &LockValue, ttl: Duration) {
+    async fn release_with_retries(
+        &self,
+        key: &str,
+        value: &LockValue,
+        ttl: Duration,
+        hold: Option<Duration>,
+    ) {
         let give_up_at = Instant::now() + ttl;
         let mut delay = Duration::from_millis(10);
         let mut pending: Vec<usize> = match &self.kind {
@@ -62,7 +80,7 @@ impl Backend {
         };
         for _ in 0..16 {
             match &self.kind {
-                Kind::Single(single) => match single.release(key, value, None).await {
+                Kind::Single(single) => match single.release(key, value, None, hold).await {
                     Ok(_) => return,
                     Err(err) => {
                         tracing::debug!(key = %Escaped(key), error = %err, "background release failed; retrying");
@@ -70,7 +88,7 @@ impl Backend {
                 },
                 Kind::Redlock(redlock) => {
                     pending = redlock
-                        .release_on(key, value.as_str(), &pending, give_up_at)
+                        .release_on(key, value.as_str(), &pending, give_up_at, hold)
                         .await;
                     if pending.is_empty() {
                         return;

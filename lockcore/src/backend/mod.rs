@@ -6,10 +6,12 @@
 pub(crate) mod backoff;
 mod cleanup;
 pub(crate) mod handoff;
+pub(crate) mod read;
 pub(crate) mod redlock;
 pub(crate) mod renew;
 pub(crate) mod replicas;
 pub(crate) mod round_trip;
+pub(crate) mod shares;
 pub(crate) mod single;
 pub(crate) mod topology;
 pub(crate) mod vote;
@@ -60,6 +62,9 @@ pub(crate) struct AttemptRequest<'a> {
     pub(crate) queue: Option<QueueTicket<'a>>,
     /// The caller's wait budget ends here; clean-up never waits past it.
     pub(crate) give_up_at: Option<Instant>,
+    /// Stamp the stored value's `acquired_at` with the server's clock (a minimum hold is
+    /// measured from it).
+    pub(crate) stamp: bool,
 }
 
 impl Backend {
@@ -137,6 +142,35 @@ impl Backend {
         })
     }
 
+    /// Rejects shares (a semaphore's permits, a read-write lock's readers) on `key` where they
+    /// cannot be kept safely: under Redlock. A share is a member of a sorted set scored by one
+    /// server's clock, and a permit count is only sound when every holder is counted in one
+    /// place; Redlock's quorum of independent masters would let two halves each count their
+    /// own holders (N permits on each majority that overlaps), so lockcore refuses instead of
+    /// handing out a weaker guarantee.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidOptions`] under Redlock; [`LockError::Closed`] once closed.
+    pub(crate) fn check_shares(&self, key: &str, what: &str) -> Result<(), LockError> {
+        self.ensure_open()?;
+        match &self.kind {
+            Kind::Single(_) => Ok(()),
+            Kind::Redlock(_) => Err(no_shares_under_redlock(key, what)),
+        }
+    }
+
+    /// Who holds `key` now: nobody, a plain lock, or how many shares of which kind.
+    ///
+    /// # Errors
+    /// [`LockError::Redis`], [`LockError::NotALock`], and [`LockError::InvalidOptions`] under
+    /// Redlock (see [`check_shares`](Self::check_shares)).
+    pub(crate) async fn holders(&self, key: &str) -> Result<shares::Holders, LockError> {
+        match &self.kind {
+            Kind::Single(single) => single.holders(key).await,
+            Kind::Redlock(_) => Err(no_shares_under_redlock(key, "counting shares")),
+        }
+    }
+
     /// One acquire attempt, started at `attempt_start`. Cancel-safe: dropped while a request
     /// is in flight, it spawns a compare-and-delete of the token (the `SET` may have landed).
     ///
@@ -157,6 +191,7 @@ impl Backend {
             ttl,
             queue,
             give_up_at,
+            stamp,
         } = *request;
         let in_flight = OnDrop::new(|| {
             tracing::debug!(key = %Escaped(key), "acquire dropped in flight; releasing its token");
@@ -165,7 +200,7 @@ impl Backend {
         match &self.kind {
             Kind::Single(single) => {
                 let vote = single
-                    .acquire(key, counter_key, value, ttl, queue.as_ref())
+                    .acquire(key, counter_key, value, ttl, queue.as_ref(), stamp)
                     .await;
                 let vote = match vote {
                     Ok(vote) => Ok(vote),
@@ -174,7 +209,7 @@ impl Backend {
                     Err(err) if queue.is_some() && err.script_never_ran() => Err(err),
                     Err(err) => {
                         // The SET may have been applied even though its reply was lost.
-                        if let Err(cleanup) = single.release(key, value, None).await {
+                        if let Err(cleanup) = single.release(key, value, None, None).await {
                             tracing::warn!(key = %Escaped(key), error = %cleanup, "could not clean up after a failed acquire; retrying in the background");
                             self.spawn_release(key.to_owned(), value.clone(), ttl);
                         }
@@ -185,7 +220,9 @@ impl Backend {
                 vote
             }
             Kind::Redlock(redlock) => {
-                let vote = redlock.acquire(key, counter_key, value.as_str(), ttl).await;
+                let vote = redlock
+                    .acquire(key, counter_key, value.as_str(), ttl, stamp)
+                    .await;
                 let node_timeout = redlock.node_timeout(ttl);
                 // A win counts only with at least one node timeout of validity left, the
                 // margin that keeps fencing tokens increasing (`Redlock::raise_counters`).
@@ -202,7 +239,7 @@ impl Backend {
                         let limit = give_up_at.map_or(node_timeout, |at| {
                             node_timeout.min(at.saturating_duration_since(Instant::now()))
                         });
-                        let cleanup = redlock.release(key, value.as_str(), ttl);
+                        let cleanup = redlock.release(key, value.as_str(), ttl, None);
                         if tokio::time::timeout(limit, cleanup).await.is_err() {
                             self.spawn_release(key.to_owned(), value.clone(), ttl);
                         }
@@ -274,7 +311,8 @@ impl Backend {
     /// counted deleted where a command may have been re-sent). Redlock reports
     /// [`Released::HeldByOther`] when the token was on fewer than a quorum, and
     /// [`Released::Unconfirmed`] when nodes that did not answer in time decide (see
-    /// [`Redlock::release`]).
+    /// [`Redlock::release`]). With `hold` (a minimum hold), a key whose minimum is not over yet
+    /// by the server's clock is kept until it is, and counts as deleted.
     ///
     /// # Errors
     /// One node: [`LockError::Redis`]. Redlock: [`LockError::QuorumUnreachable`] when fewer
@@ -285,10 +323,11 @@ impl Backend {
         value: &LockValue,
         ttl: Duration,
         deadline: Option<Instant>,
+        hold: Option<Duration>,
     ) -> Result<Released, LockError> {
         match &self.kind {
-            Kind::Single(single) => Ok(single.release(key, value, deadline).await?),
-            Kind::Redlock(redlock) => redlock.release(key, value.as_str(), ttl).await,
+            Kind::Single(single) => Ok(single.release(key, value, deadline, hold).await?),
+            Kind::Redlock(redlock) => redlock.release(key, value.as_str(), ttl, hold).await,
         }
     }
 
@@ -382,6 +421,16 @@ impl Backend {
 pub(crate) struct DataNodes {
     pub(crate) nodes: Vec<crate::transport::node::Node>,
     pub(crate) quorum: usize,
+}
+
+/// The refusal of `what` (a semaphore, a read lock) on `key` under Redlock.
+fn no_shares_under_redlock(key: &str, what: &str) -> LockError {
+    LockError::InvalidOptions {
+        reason: format!(
+            "{what} on `{}` is not supported under Redlock: its shares are counted in one sorted set by one server's clock, which a quorum of independent masters cannot keep; expected a single node, Sentinel or Redis Cluster manager",
+            Escaped(key)
+        ),
+    }
 }
 
 /// How an acquire call waits between its attempts (see `waiting`).

@@ -110,7 +110,8 @@ impl Redlock {
         }
     }
 
-    /// One acquire round on all nodes.
+    /// One acquire round on all nodes; with `stamp`, each node stamps the value's `acquired_at`
+    /// with its own clock (for a minimum hold).
     ///
     /// # Errors
     /// [`LockError::QuorumUnreachable`] when so many nodes failed that no quorum could be won,
@@ -121,6 +122,7 @@ impl Redlock {
         counter_key: &str,
         token: &str,
         ttl: Duration,
+        stamp: bool,
     ) -> Result<Vote, LockError> {
         let n = self.nodes.len();
         let quorum = self.quorum();
@@ -137,18 +139,18 @@ impl Redlock {
             ttl,
             |_| true,
             |mut node| async move {
-                Call::new(
+                let mut call = Call::new(
                     &scripts::ACQUIRE,
                     2,
-                    4,
+                    5,
                     key.len() + counter_key.len() + token.len(),
-                )
-                .arg(key)
-                .arg(counter_key)
-                .arg(token)
-                .arg(ttl_ms)
-                .invoke::<redis::Value>(&mut node)
-                .await
+                );
+                call.arg(key).arg(counter_key).arg(token).arg(ttl_ms);
+                if stamp {
+                    // Each node stamps its own clock: the minimum hold is measured per node.
+                    call.arg("1");
+                }
+                call.invoke::<redis::Value>(&mut node).await
             },
             |index, reply| {
                 let vote = reply.map(|reply| {
@@ -262,7 +264,9 @@ impl Redlock {
         }
     }
 
-    /// Compare-and-delete of `token` on every node, each answer awaited for one node timeout:
+    /// Compare-and-delete of `token` on every node, each answer awaited for one node timeout
+    /// (with `hold`, a node keeps the key for what is left of that minimum after the acquire by
+    /// its own clock, and counts it deleted: `protocol/lua/hold.lua`):
     /// - [`Released::Deleted`] when it was deleted on a quorum;
     /// - [`Released::HeldByOther`] when the token was on fewer than a quorum: the nodes that
     ///   deleted it and those that did not answer are fewer than a quorum;
@@ -277,17 +281,19 @@ impl Redlock {
         key: &str,
         token: &str,
         ttl: Duration,
+        hold: Option<Duration>,
     ) -> Result<Released, LockError> {
         let (mut deleted, mut answered, mut late) = (0usize, 0usize, 0usize);
         self.fan_out(
             ttl,
             |_| true,
             |mut node| async move {
-                Call::new(&scripts::RELEASE, 1, 2, key.len() + token.len())
-                    .arg(key)
-                    .arg(token)
-                    .invoke::<i64>(&mut node)
-                    .await
+                let mut call = Call::new(&scripts::RELEASE, 1, 3, key.len() + token.len());
+                call.arg(key).arg(token);
+                if let Some(hold) = hold {
+                    call.arg(duration_ms(hold));
+                }
+                call.invoke::<i64>(&mut node).await
             },
             |_, reply| {
                 match reply {
@@ -322,7 +328,8 @@ impl Redlock {
         })
     }
 
-    /// Background: compare-and-delete of `token` on the nodes `pending` (indexes), each answer
+    /// Background: compare-and-delete of `token` (kept for `hold`, as in
+    /// [`release`](Self::release)) on the nodes `pending` (indexes), each answer
     /// awaited until `until` (not the node timeout: nobody waits on this). Returns the nodes
     /// that still did not answer.
     pub(crate) async fn release_on(
@@ -331,18 +338,17 @@ impl Redlock {
         token: &str,
         pending: &[usize],
         until: Instant,
+        hold: Option<Duration>,
     ) -> Vec<usize> {
         let calls = pending.iter().filter_map(|&index| {
             let mut node = self.nodes.get(index)?.clone();
             Some(async move {
-                let reply = tokio::time::timeout_at(
-                    until,
-                    scripts::RELEASE
-                        .key(key)
-                        .arg(token)
-                        .invoke_async::<i64>(&mut node),
-                )
-                .await;
+                let mut call = Call::new(&scripts::RELEASE, 1, 3, key.len() + token.len());
+                call.arg(key).arg(token);
+                if let Some(hold) = hold {
+                    call.arg(duration_ms(hold));
+                }
+                let reply = tokio::time::timeout_at(until, call.invoke::<i64>(&mut node)).await;
                 (index, matches!(reply, Ok(Ok(_))))
             })
         });
@@ -407,7 +413,6 @@ impl Redlock {
 
 impl Redlock {
     /// The nodes, for data that lives beside the locks (idempotency records).
-    #[cfg(feature = "idempotency")]
     pub(crate) fn nodes(&self) -> &[Node] {
         &self.nodes
     }

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use crate::backend::handoff::Handoff;
 use crate::backend::renew::{RenewItem, renew_on};
 use crate::backend::replicas::WaitForReplicas;
+use crate::backend::shares::check_kind;
 use crate::backend::vote::{Released, Vote};
 use crate::error::LockError;
 use crate::options::LockOptions;
@@ -18,7 +19,7 @@ use crate::protocol::fencing::FencingCounter;
 use crate::protocol::keyspace;
 use crate::protocol::messages::QueueTicket;
 use crate::protocol::scripts;
-use crate::protocol::value::LockValue;
+use crate::protocol::value::{LockValue, Share, share_of};
 use crate::transport::node::Node;
 use crate::util::time::duration_ms;
 
@@ -59,13 +60,13 @@ pub(crate) enum SinglePlan<'a> {
 /// One node and its hand-off wiring.
 #[derive(Clone)]
 pub(crate) struct Single {
-    node: Node,
+    pub(super) node: Node,
     handoff: Arc<Handoff>,
     /// The manager's key prefix, under which the waiter queue keys live.
-    key_prefix: String,
+    pub(super) key_prefix: String,
     /// Where the manager's fencing counter lives: a release mints a waiter's token with it.
-    fencing_counter: FencingCounter,
-    replicas: Option<WaitForReplicas>,
+    pub(super) fencing_counter: FencingCounter,
+    pub(super) replicas: Option<WaitForReplicas>,
 }
 
 impl Single {
@@ -127,6 +128,7 @@ impl Single {
     /// set, a waiter that finds the key held is queued for hand-off (see `handoff`). With
     /// `wait_for_replicas`, the script and `WAIT` go in one pipeline (see
     /// [`WaitForReplicas::invoke`]), and a win counts once enough replicas acknowledged it.
+    /// With `stamp`, the stored value's `acquired_at` is the server's time (for a minimum hold).
     ///
     /// # Errors
     /// [`LockError::Redis`], or [`LockError::NotReplicated`] after a win that too few replicas
@@ -138,29 +140,62 @@ impl Single {
         value: &LockValue,
         ttl: Duration,
         queue: Option<&QueueTicket<'_>>,
+        stamp: bool,
     ) -> Result<Vote, LockError> {
+        if let Some(share) = value.share() {
+            return self
+                .acquire_share(key, counter_key, value, ttl, queue, share)
+                .await;
+        }
         let (queue_key, entries_key) = keyspace::waiter_queue_keys(&self.key_prefix, key);
         let ticket = QueueTicket::encode(queue);
+        // A re-check may find the key free and serve the waiters ahead, some of which may wait
+        // for shares: it names the share set. A first attempt takes a free key at once.
+        let shares_key = queue
+            .filter(|ticket| ticket.seq > 1)
+            .map(|_| keyspace::shares_key(&self.key_prefix, key));
         let bytes = key.len()
             + counter_key.len()
             + queue_key.len()
             + entries_key.len()
+            + shares_key.as_ref().map_or(0, String::len)
             + value.as_str().len()
             + ticket.len();
-        let mut call = Call::new(&scripts::ACQUIRE_QUEUED, 4, 7, bytes);
+        let keys = 4 + usize::from(shares_key.is_some());
+        let mut call = Call::new(&scripts::ACQUIRE_QUEUED, keys, keys + 4, bytes);
         call.arg(key)
             .arg(counter_key)
             .arg(&queue_key)
-            .arg(&entries_key)
-            .arg(value)
-            .arg(duration_ms(ttl))
-            .arg(&ticket);
-        let fenced = counter_key != key;
+            .arg(&entries_key);
+        if let Some(shares_key) = &shares_key {
+            call.arg(shares_key);
+        }
+        call.arg(value).arg(duration_ms(ttl)).arg(&ticket);
+        if stamp {
+            call.arg("1");
+        }
+        self.send_acquire(call, counter_key != key, key, None).await
+    }
+
+    /// Sends an acquire script `call` on `key` (with `WAIT`, when the manager waits for
+    /// replicas) and reads its vote.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    pub(super) async fn send_acquire(
+        &self,
+        call: Call<'_>,
+        fenced: bool,
+        key: &str,
+        share: Option<Share>,
+    ) -> Result<Vote, LockError> {
         let Some(replicas) = &self.replicas else {
             let reply = call.invoke::<redis::Value>(&mut self.node.clone()).await?;
+            check_kind(&reply, key, share)?;
             return Vote::from_reply(reply, fenced, key);
         };
         let (reply, acked) = replicas.invoke(&self.node, &call, key).await?;
+        check_kind(&reply, key, share)?;
         let vote = Vote::from_reply(reply, fenced, key)?;
         if let Vote::Won { .. } = vote {
             replicas.check(key, acked)?;
@@ -253,24 +288,41 @@ impl Single {
     /// Compare-and-delete with hand-off to the first live waiter; a value that does not hold
     /// the key withdraws from the waiter queue instead. A key found missing before `deadline`
     /// counts as deleted on a cluster: its client may have re-sent this release after a lost
-    /// reply, and the first run deleted it.
+    /// reply, and the first run deleted it. With `hold`, a key whose minimum hold (counted from
+    /// its `acquired_at`, by the server's clock) is not over is kept, its TTL cut to what is
+    /// left, and no waiter is handed it (`protocol/lua/hold.lua`).
     pub(crate) async fn release(
         &self,
         key: &str,
         value: &LockValue,
         deadline: Option<Instant>,
+        hold: Option<Duration>,
     ) -> redis::RedisResult<Released> {
         let (queue, entries) = keyspace::waiter_queue_keys(&self.key_prefix, key);
         let counter = keyspace::counter_key(&self.key_prefix, key, self.fencing_counter);
-        let bytes = key.len() + counter.len() + queue.len() + entries.len() + value.as_str().len();
-        let reply = Call::new(&scripts::RELEASE_HANDOFF, 4, 5, bytes)
-            .arg(key)
+        let shares = keyspace::shares_key(&self.key_prefix, key);
+        let bytes = key.len()
+            + counter.len()
+            + queue.len()
+            + entries.len()
+            + shares.len()
+            + value.as_str().len();
+        let script = match value.share() {
+            None => &scripts::RELEASE_HANDOFF,
+            Some(_) => &scripts::RELEASE_SHARE,
+        };
+        let mut call = Call::new(script, 5, 7, bytes);
+        call.arg(key)
             .arg(&counter)
             .arg(&queue)
             .arg(&entries)
-            .arg(value)
-            .invoke::<i64>(&mut self.node.clone())
-            .await?;
+            .arg(&shares)
+            .arg(value);
+        // A share's release keeps no minimum: `hold_at_least` is refused for shares.
+        if let (Some(hold), None) = (hold, value.share()) {
+            call.arg(duration_ms(hold));
+        }
+        let reply = call.invoke::<i64>(&mut self.node.clone()).await?;
         let resent = self.node.resends_commands() && deadline.is_some_and(|d| Instant::now() < d);
         Ok(match reply {
             1 => Released::Deleted,
@@ -304,7 +356,10 @@ impl Single {
     /// # Errors
     /// [`LockError::Redis`] when the call fails.
     pub(crate) async fn renew(&self, leases: &[RenewItem<'_>]) -> Result<Vec<bool>, LockError> {
-        Ok(renew_on(&mut self.node.clone(), leases).await?)
+        if !leases.iter().any(|(_, arg, _)| share_of(arg).is_some()) {
+            return Ok(renew_on(&mut self.node.clone(), leases).await?);
+        }
+        self.renew_mixed(leases).await
     }
 
     /// [`renew`](Self::renew) of one lease by an extend; with `wait_for_replicas`, the renewal
@@ -322,8 +377,19 @@ impl Single {
         let Some(replicas) = &self.replicas else {
             return Ok(self.renew(&[(key, token, ttl)]).await?.first() == Some(&true));
         };
-        let mut call = Call::new(&scripts::RENEW, 1, 3, key.len() + token.len());
-        call.arg(key).arg(token).arg(duration_ms(ttl));
+        let shares = share_of(token).map(|_| keyspace::shares_key(&self.key_prefix, key));
+        let mut call = match &shares {
+            None => Call::new(&scripts::RENEW, 1, 3, key.len() + token.len()),
+            Some(shares) => {
+                let mut call = Call::new(&scripts::RENEW_SHARE, 2, 4, key.len() * 2 + token.len());
+                call.arg(key).arg(shares);
+                call
+            }
+        };
+        if shares.is_none() {
+            call.arg(key);
+        }
+        call.arg(token).arg(duration_ms(ttl));
         let (renewed, acked): (Vec<i64>, usize) = replicas.invoke(&self.node, &call, key).await?;
         let extended = renewed.first() == Some(&1);
         if extended {
@@ -335,7 +401,6 @@ impl Single {
 
 impl Single {
     /// The node, for data that lives beside the locks (idempotency records).
-    #[cfg(feature = "idempotency")]
     pub(crate) fn node(&self) -> &Node {
         &self.node
     }

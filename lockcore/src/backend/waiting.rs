@@ -142,6 +142,7 @@ impl Backend {
                         ttl: opts.ttl(),
                         queue,
                         give_up_at: Some(give_up_at),
+                        stamp: opts.hold_at_least_value().is_some(),
                     },
                     attempt_start,
                 )

@@ -32,6 +32,10 @@ pub enum ForceRelease {
 /// (a plain connection, or a cluster connection that routes by key). `prefix` is the lock
 /// manager's key prefix, which names the waiter queue.
 ///
+/// The marker of shares ([`SHARES_MARKER`](crate::keyspace::SHARES_MARKER)) is no holder: for
+/// it this is [`ForceRelease::HeldByOther`] with nothing sent; [`force_release_share`] frees
+/// one share.
+///
 /// A waiter of the key is handed the lock as by its holder's release when its manager mints no
 /// fencing token; one that does is woken to take the key itself, so its fencing token still
 /// comes from its own counter.
@@ -54,6 +58,14 @@ pub async fn force_release(
     key: &str,
     value: &[u8],
 ) -> Result<ForceRelease, LockError> {
+    // The marker of shares is no holder: releasing it would leave the shares unguarded (see
+    // `force_release_share` for one share).
+    if value
+        .strip_prefix(keyspace::SHARES_MARKER.as_bytes())
+        .is_some_and(|rest| rest.is_empty() || rest[0] == b' ')
+    {
+        return Ok(ForceRelease::HeldByOther);
+    }
     let (queue, entries) = keyspace::waiter_queue_keys(prefix, key);
     // The lock key as the counter: no other slot is touched, and a waiter with a counter of
     // its own re-checks instead of taking a token minted elsewhere.
@@ -71,5 +83,42 @@ pub async fn force_release(
         1 => ForceRelease::Released,
         0 => ForceRelease::Missing,
         _ => ForceRelease::HeldByOther,
+    })
+}
+
+/// Releases one share of `key` (a semaphore's permit or a reader's share, the full Redis key,
+/// prefix included) held by `token`, as its holder's release would: the share is removed, and
+/// the waiters at the head of the queue are served as far as they now fit (a waiter whose
+/// manager mints fencing tokens is woken to take its turn itself, as in [`force_release`]).
+/// `conn` and `prefix` as for [`force_release`]. The marker at the key (whose first word is
+/// [`SHARES_MARKER`](crate::keyspace::SHARES_MARKER)) is no share: it is never released here.
+///
+/// Returns [`ForceRelease::Released`] when `token` held a live share, and
+/// [`ForceRelease::Missing`] otherwise (its lease had ended, or it held none).
+///
+/// # Errors
+/// As [`force_release`].
+pub async fn force_release_share(
+    conn: &mut impl redis::aio::ConnectionLike,
+    prefix: &str,
+    key: &str,
+    token: &str,
+) -> Result<ForceRelease, LockError> {
+    let (queue, entries) = keyspace::waiter_queue_keys(prefix, key);
+    let shares = keyspace::shares_key(prefix, key);
+    let bytes = 2 * key.len() + queue.len() + entries.len() + shares.len() + token.len();
+    let reply: i64 = Call::new(&scripts::RELEASE_SHARE, 5, 6, bytes)
+        .arg(key)
+        .arg(key)
+        .arg(&queue)
+        .arg(&entries)
+        .arg(&shares)
+        .arg(token)
+        .send(conn)
+        .await
+        .map_err(|e| explain(&scripts::RELEASE_SHARE, e))?;
+    Ok(match reply {
+        1 => ForceRelease::Released,
+        _ => ForceRelease::Missing,
     })
 }

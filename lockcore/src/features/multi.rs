@@ -41,6 +41,14 @@ pub struct MultiGuard {
 }
 
 impl MultiGuard {
+    /// The set of one `guard` (a semaphore's permit or a reader's share, for the attribute).
+    pub(crate) fn single(guard: LockGuard, prefix: &str) -> MultiGuard {
+        MultiGuard {
+            guards: vec![guard],
+            prefix: prefix.to_owned(),
+        }
+    }
+
     /// The guards, one per key, sorted by key.
     pub fn guards(&self) -> &[LockGuard] {
         &self.guards
@@ -158,6 +166,11 @@ impl LockManager {
             })
             .collect();
         let ttl = opts.ttl();
+        if opts.hold_at_least_value().is_some() {
+            // The one-call script does not stamp the server's time that a minimum hold is
+            // measured from: the keys are taken one by one instead.
+            return Ok(None);
+        }
         let attempt_start = Instant::now();
         let Some(fencing_tokens) = self.shared().backend.attempt_all(&bulk, ttl).await? else {
             return Ok(None);

@@ -59,7 +59,7 @@ async fn promote(backend: &Backend, lease: &Lease, cancelled: &AtomicBool) {
             return;
         }
         let renewed = backend
-            .renew(&[(&lease.key, lease.value.token(), ttl)])
+            .renew(&[(&lease.key, lease.value.renew_arg(), ttl)])
             .await;
         if cancelled.load(Ordering::SeqCst) {
             return;

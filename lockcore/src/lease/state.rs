@@ -47,6 +47,9 @@ pub(crate) struct Lease {
     pub(crate) held_since: Instant,
     /// The `#[distributed_lock]` key template, for telemetry labels.
     pub(crate) key_template: Option<&'static str>,
+    /// The minimum hold a release keeps the key for, counted from the acquire by the server's
+    /// clock ([`LockOptions::hold_at_least`](crate::options::LockOptions::hold_at_least)).
+    pub(crate) hold_at_least: Option<Duration>,
     times: Mutex<Times>,
     status: watch::Sender<LeaseStatus>,
     /// Held by whoever has a TTL-setting command (an extend or a renewal) in flight, so that
@@ -73,6 +76,7 @@ impl Lease {
             acquired_at: attempt_start,
             held_since: Instant::now(),
             key_template: None,
+            hold_at_least: None,
             times: Mutex::new(Times {
                 ttl,
                 renewed_at: attempt_start,
@@ -125,6 +129,12 @@ impl Lease {
     /// The lease of a key rendered from `template` (the attribute's).
     pub(crate) fn with_key_template(mut self, template: Option<&'static str>) -> Self {
         self.key_template = template;
+        self
+    }
+
+    /// The lease of options with a minimum hold.
+    pub(crate) fn with_hold_at_least(mut self, hold: Option<Duration>) -> Self {
+        self.hold_at_least = hold;
         self
     }
 

@@ -379,7 +379,7 @@ impl InFlight {
             .iter()
             .map(|renewal| {
                 let lease = &renewal.lease;
-                (lease.key.as_str(), lease.value.token(), renewal.ttl)
+                (lease.key.as_str(), lease.value.renew_arg(), renewal.ttl)
             })
             .collect();
         let call = backend

@@ -15,6 +15,7 @@
 //! | `<prefix>__fencing_counter__{<tag>}` | string (integer) | the fencing counter of a cluster slot ([`FencingCounter::PerSlot`]) |
 //! | `<prefix>__waitq__{<tag>}<name>` | list | the waiter queue: waiters' lock values in arrival order |
 //! | `<prefix>__waiters__{<tag>}<name>` | hash | the waiters' entries, by token (see [`waiter_queue_keys`]) |
+//! | `<prefix>__shares__{<tag>}<name>` | sorted set | the shares held (a semaphore's permits, a read-write lock's readers): tokens scored by lease deadline (see [`shares_key`]) |
 //! | `<prefix>__idem__{<tag>}rec:<key>`, `..lock:<key>` | string | an idempotency record and its first call's lock (see [`idempotency_keys`]) |
 //!
 //! `<tag>` is a short hash tag whose cluster slot is the lock key's. Each manager's wake-up
@@ -39,7 +40,9 @@
 //!
 //! `acquired_at` is the wall-clock time at which the lock was taken: the client's clock when
 //! the value is minted, just before the attempt that takes a free key; the Redis server's clock
-//! (`TIME`) when a queued waiter gets the key, by a hand-over's grant or by its own re-check:
+//! (`TIME`) when a queued waiter gets the key, by a hand-over's grant or by its own re-check,
+//! and when the acquire has a minimum hold ([`LockOptions::hold_at_least`](crate::LockOptions::hold_at_least),
+//! measured from it; under Redlock each node stamps its own clock):
 //! the script then stores the value with `acquired_at` replaced, and the guard holds the stored
 //! value ([`LockGuard::stored_value`](crate::LockGuard::stored_value)). A value that is a bare
 //! token (written by another client) has no metadata: [`split_value`] returns none for it.
@@ -55,6 +58,14 @@ pub const COUNTER_NAME: &str = "__fencing_counter__";
 pub const QUEUE_NAME: &str = "__waitq__";
 /// The waiter entries' name, after the prefix.
 pub const ENTRIES_NAME: &str = "__waiters__";
+/// The share sets' name, after the prefix; also the token of the marker that a lock key holds
+/// while shares are held ([`SHARES_MARKER`]).
+pub const SHARES_NAME: &str = "__shares__";
+/// The first word of the value a lock key holds while a semaphore's permits or a read-write
+/// lock's readers hold it: `__shares__ {"permits":<n>}` or `__shares__ {"mode":"read"}`. It is
+/// no token (tokens are UUIDs), so no release or renewal of a plain lock ever takes it, and a
+/// plain `SET NX` of the key finds it held.
+pub const SHARES_MARKER: &str = SHARES_NAME;
 /// The name space of idempotency records and their locks, after the prefix.
 pub const IDEMPOTENCY_NAME: &str = "__idem__";
 /// The wake-up channels' name, after the prefix (a manager's uuid follows).
@@ -136,21 +147,43 @@ pub fn counter_key(prefix: &str, lock_key: &str, mode: FencingCounter) -> String
 /// assert!(entries.starts_with("lock:__waiters__{") && entries.ends_with("}order:1"));
 /// ```
 pub fn waiter_queue_keys(prefix: &str, lock_key: &str) -> (String, String) {
+    let tag = slot::tag_for(lock_key);
     (
-        aux_key(prefix, QUEUE_NAME, lock_key),
-        aux_key(prefix, ENTRIES_NAME, lock_key),
+        aux_key(prefix, QUEUE_NAME, tag, lock_key),
+        aux_key(prefix, ENTRIES_NAME, tag, lock_key),
     )
 }
 
 /// The waiter queue of `lock_key`, the first of [`waiter_queue_keys`].
 pub(crate) fn queue_key(prefix: &str, lock_key: &str) -> String {
-    aux_key(prefix, QUEUE_NAME, lock_key)
+    aux_key(prefix, QUEUE_NAME, slot::tag_for(lock_key), lock_key)
 }
 
-/// `<prefix><kind>{<tag>}<name>`: an auxiliary key of `lock_key` in its cluster slot.
-fn aux_key(prefix: &str, kind: &str, lock_key: &str) -> String {
+/// The share set of `lock_key` (the full key, prefix included): a sorted set whose members are
+/// the tokens of the shares held (a semaphore's permits, a read-write lock's readers), each
+/// scored by its lease deadline in ms since the Unix epoch by the Redis server's clock (`TIME`).
+/// A member whose score has passed holds nothing (the scripts drop it). While it has members
+/// the lock key holds [`SHARES_MARKER`] until the last deadline. Under `prefix`, in `lock_key`'s
+/// cluster slot.
+///
+/// ```
+/// let set = lockcore::keyspace::shares_key("lock:", "lock:pool");
+/// assert!(set.starts_with("lock:__shares__{") && set.ends_with("}pool"));
+/// ```
+pub fn shares_key(prefix: &str, lock_key: &str) -> String {
+    aux_key(prefix, SHARES_NAME, slot::tag_for(lock_key), lock_key)
+}
+
+/// Whether `value` (a lock key's value) is the marker of shares held ([`SHARES_MARKER`]).
+pub fn is_shares_marker(value: &str) -> bool {
+    split_value(value).0 == SHARES_MARKER
+}
+
+/// `<prefix><kind>{<tag>}<name>`: an auxiliary key of `lock_key` in its cluster slot, whose
+/// hash tag is `tag`.
+fn aux_key(prefix: &str, kind: &str, tag: &str, lock_key: &str) -> String {
     let name = lock_key.strip_prefix(prefix).unwrap_or(lock_key);
-    concat(&[prefix, kind, "{", slot::tag_for(lock_key), "}", name])
+    concat(&[prefix, kind, "{", tag, "}", name])
 }
 
 /// The deadline (ms since the Unix epoch, by the Redis server's clock) until which the waiter
@@ -224,9 +257,9 @@ pub fn idempotency_key_of<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
 
 /// Whether `key` (full key, prefix included) is under `prefix` and is no lock: one of the
 /// library's auxiliary keys (a fencing counter, a waiter queue or its entries, an idempotency
-/// record) of this manager or of a manager with a longer prefix. A key is auxiliary when its
-/// full name holds a reserved segment (`__fencing_counter__`, `__waitq__`, `__waiters__`,
-/// `__idem__`, `__wake__`) anywhere: lock keys can never hold one, whatever their prefix.
+/// record, a share set) of this manager or of a manager with a longer prefix. A key is
+/// auxiliary when its full name holds a reserved segment (`__fencing_counter__`, `__waitq__`,
+/// `__waiters__`, `__shares__`, `__idem__`, `__wake__`) anywhere: lock keys can never hold one, whatever their prefix.
 ///
 /// ```
 /// use lockcore::keyspace::is_auxiliary_key;
@@ -244,8 +277,9 @@ pub fn is_auxiliary_key(prefix: &str, key: &str) -> bool {
 /// wake-up channels, idempotency records). Every auxiliary key and channel holds one right
 /// after its manager's prefix; no lock key holds one anywhere, whatever its prefix, so no
 /// manager (with a nested prefix, or none) can take another manager's auxiliary keys.
-pub(crate) const RESERVED: [&str; 5] = [
+pub(crate) const RESERVED: [&str; 6] = [
     COUNTER_NAME,
+    SHARES_NAME,
     QUEUE_NAME,
     ENTRIES_NAME,
     IDEMPOTENCY_NAME,
@@ -296,8 +330,8 @@ pub(crate) fn check_prefix(prefix: &str) -> Result<(), LockError> {
 /// # Errors
 /// [`LockError::InvalidKey`] when `key` is empty (a lock on the bare prefix is almost always a
 /// template that rendered nothing), or when the full key holds, anywhere, a segment reserved
-/// for lockcore's own keys: `__fencing_counter__`, `__waitq__`, `__waiters__`, `__idem__`,
-/// `__wake__`.
+/// for lockcore's own keys: `__fencing_counter__`, `__waitq__`, `__waiters__`, `__shares__`,
+/// `__idem__`, `__wake__`.
 pub(crate) fn full_key(prefix: &str, key: &str) -> Result<String, LockError> {
     if key.is_empty() {
         return Err(LockError::InvalidKey {

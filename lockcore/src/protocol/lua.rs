@@ -5,13 +5,17 @@
 use redis::Script;
 
 /// The helper files a script may `-- @include`: their name (the file's, without `.lua`) and text.
-const HELPERS: [(&str, &str); 6] = [
+const HELPERS: [(&str, &str); 10] = [
     ("value_of", include_str!("lua/value_of.lua")),
     ("fencing", include_str!("lua/fencing.lua")),
     ("not_a_lock", include_str!("lua/not_a_lock.lua")),
     ("queue", include_str!("lua/queue.lua")),
+    ("entries", include_str!("lua/entries.lua")),
+    ("shares", include_str!("lua/shares.lua")),
     ("hand_over", include_str!("lua/hand_over.lua")),
+    ("enqueue", include_str!("lua/enqueue.lua")),
     ("decimal", include_str!("lua/decimal.lua")),
+    ("hold", include_str!("lua/hold.lua")),
 ];
 
 /// `body` with each `-- @include NAME` line replaced by that helper's text, and each `@NAME@`

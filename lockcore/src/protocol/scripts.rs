@@ -6,6 +6,7 @@
 use once_cell::sync::Lazy;
 
 use crate::options::LockOptions;
+use crate::protocol::keyspace;
 use crate::protocol::lua::Lua;
 use crate::util::time::duration_ms;
 
@@ -18,17 +19,22 @@ const HAND_OVER_STEPS: usize = 64;
 const QUEUE_TTL_FLOOR_MS: u64 = 10_000;
 
 /// The constants the queue scripts are written with.
-fn queue_constants() -> [(&'static str, String); 3] {
+fn queue_constants() -> [(&'static str, String); 5] {
     [
         ("HAND_OVER_STEPS", HAND_OVER_STEPS.to_string()),
         ("MAX_TTL_MS", duration_ms(LockOptions::MAX_TTL).to_string()),
         ("QUEUE_TTL_FLOOR_MS", QUEUE_TTL_FLOOR_MS.to_string()),
+        (
+            "SHARES_MARKER_LEN",
+            keyspace::SHARES_MARKER.len().to_string(),
+        ),
+        ("SHARES_MARKER", keyspace::SHARES_MARKER.to_owned()),
     ]
 }
 
 /// Every script file, by name, for the tests.
 #[cfg(test)]
-pub(crate) const FILES: [(&str, &str); 11] = [
+pub(crate) const FILES: [(&str, &str); 16] = [
     ("acquire", include_str!("lua/acquire.lua")),
     ("acquire_queued", include_str!("lua/acquire_queued.lua")),
     ("acquire_all", include_str!("lua/acquire_all.lua")),
@@ -39,19 +45,27 @@ pub(crate) const FILES: [(&str, &str); 11] = [
     ("write_if_held", include_str!("lua/write_if_held.lua")),
     ("fenced_set", include_str!("lua/fenced_set.lua")),
     ("hand_over", include_str!("lua/hand_over.lua")),
+    ("hold", include_str!("lua/hold.lua")),
     ("read_key", READ_KEY),
+    ("acquire_share", include_str!("lua/acquire_share.lua")),
+    ("release_share", include_str!("lua/release_share.lua")),
+    ("renew_share", include_str!("lua/renew_share.lua")),
+    ("shares_count", include_str!("lua/shares_count.lua")),
 ];
 
 /// An operator's read of one key (`lua/read_key.lua`): sent as `EVAL` text, so that a
 /// pipeline of many reads needs no script cache.
 pub(crate) const READ_KEY: &str = include_str!("lua/read_key.lua");
 
+/// The read of one key (`lua/read_key.lua`) as a cached script, for `LockManager::holder`.
+pub(crate) static READ: Lazy<Lua> = Lazy::new(|| Lua::new(READ_KEY, &[], "TYPE, GET, PTTL, TIME"));
+
 /// Acquire on one Redlock node (`lua/acquire.lua`).
 pub(crate) static ACQUIRE: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/acquire.lua"),
         &[],
-        "SET, GET, INCR, PTTL, TYPE",
+        "SET, GET, INCR, PTTL, TYPE, TIME",
     )
 });
 
@@ -60,7 +74,44 @@ pub(crate) static ACQUIRE_QUEUED: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/acquire_queued.lua"),
         &queue_constants(),
-        "SET, GET, INCR, PEXPIRE, PTTL, TYPE, TIME, DEL, LINDEX, LPOP, LPUSH, LREM, RPUSH, HGET, HSET, HDEL, PUBLISH",
+        "SET, GET, INCR, EXISTS, PEXPIRE, PTTL, TYPE, TIME, DEL, LINDEX, LPOP, LREM, RPUSH, HGET, HSET, HDEL, PUBLISH, ZADD, ZCARD, ZRANGE, ZREMRANGEBYSCORE",
+    )
+});
+
+/// Acquire a share (a semaphore's permit, a reader's share) on one node, fair and with hand-off
+/// (`lua/acquire_share.lua`).
+pub(crate) static ACQUIRE_SHARE: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
+        include_str!("lua/acquire_share.lua"),
+        &queue_constants(),
+        "SET, GET, INCR, PEXPIRE, PTTL, TYPE, TIME, DEL, LINDEX, LPOP, LREM, RPUSH, HGET, HSET, HDEL, PUBLISH, ZADD, ZSCORE, ZCARD, ZRANGE, ZREMRANGEBYSCORE",
+    )
+});
+
+/// Release of a share on one node, with direct grant (`lua/release_share.lua`).
+pub(crate) static RELEASE_SHARE: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
+        include_str!("lua/release_share.lua"),
+        &queue_constants(),
+        "GET, SET, DEL, TIME, PTTL, PEXPIRE, LINDEX, LPOP, LREM, HGET, HDEL, INCR, PUBLISH, ZADD, ZREM, ZSCORE, ZCARD, ZRANGE, ZREMRANGEBYSCORE",
+    )
+});
+
+/// Extend and watchdog renewal of shares (`lua/renew_share.lua`).
+pub(crate) static RENEW_SHARE: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
+        include_str!("lua/renew_share.lua"),
+        &[],
+        "GET, TIME, PTTL, PEXPIRE, ZADD, ZSCORE",
+    )
+});
+
+/// The live shares of a lock key, for `Semaphore::available` (`lua/shares_count.lua`).
+pub(crate) static SHARES_COUNT: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
+        include_str!("lua/shares_count.lua"),
+        &queue_constants(),
+        "GET, TYPE, TIME, ZCOUNT",
     )
 });
 
@@ -78,13 +129,18 @@ pub(crate) static RELEASE_HANDOFF: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/release_handoff.lua"),
         &queue_constants(),
-        "GET, DEL, TIME, LPOP, LPUSH, LREM, HGET, HSET, HDEL, SET, INCR, PUBLISH",
+        "GET, DEL, TIME, LINDEX, LPOP, LREM, HGET, HDEL, SET, INCR, PUBLISH, PTTL, PEXPIRE, ZADD, ZCARD, ZRANGE, ZREMRANGEBYSCORE",
     )
 });
 
 /// Compare-and-delete on one Redlock node (`lua/release.lua`).
-pub(crate) static RELEASE: Lazy<Lua> =
-    Lazy::new(|| Lua::new(include_str!("lua/release.lua"), &[], "GET, DEL"));
+pub(crate) static RELEASE: Lazy<Lua> = Lazy::new(|| {
+    Lua::new(
+        include_str!("lua/release.lua"),
+        &[],
+        "GET, DEL, TIME, PTTL, PEXPIRE",
+    )
+});
 
 /// Extend and watchdog renewal (`lua/renew.lua`).
 pub(crate) static RENEW: Lazy<Lua> =
@@ -110,3 +166,8 @@ pub(crate) fn lock_scripts() -> [&'static Lua; 4] {
 
 #[cfg(test)]
 mod contract_tests;
+#[cfg(test)]
+mod share_contract_tests;
+
+#[cfg(test)]
+mod contract_hold;

@@ -28,6 +28,68 @@ impl LockValue {
     pub(crate) fn token(&self) -> &str {
         keyspace::token_of(&self.0)
     }
+
+    /// The share this value holds, if it is a share's value (its kind ends its metadata).
+    pub(crate) fn share(&self) -> Option<Share> {
+        share_of(&self.0)
+    }
+
+    /// What a renewal or an extend sends for this lease: the token of a plain lock, the whole
+    /// value of a share (its kind tells the backend where the lease lives).
+    pub(crate) fn renew_arg(&self) -> &str {
+        if self.share().is_some() {
+            &self.0
+        } else {
+            self.token()
+        }
+    }
+}
+
+/// What a lease holds beside a plain lock: one share of its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Share {
+    /// One permit of a semaphore of this many permits.
+    Permits(u32),
+    /// One reader's share of a read-write lock.
+    Read,
+}
+
+impl Share {
+    /// The end of the metadata of a share's value: its kind, as the scripts read it.
+    fn suffix(self) -> String {
+        match self {
+            Share::Permits(n) => format!("{PERMITS}{n}}}"),
+            Share::Read => READ.to_owned(),
+        }
+    }
+
+    /// The kind as a share marker names it (`"permits":5`, `"mode":"read"`), read back.
+    pub(crate) fn from_kind(kind: &str) -> Option<Share> {
+        share_of(&format!(",{kind}}}"))
+    }
+
+    /// In words, for errors: `a semaphore of 5 permits`, `a read-write lock's readers`.
+    pub(crate) fn describe(self) -> String {
+        match self {
+            Share::Permits(n) => format!("a semaphore of {n} permits"),
+            Share::Read => "a read-write lock's readers".to_owned(),
+        }
+    }
+}
+
+/// A semaphore's value ends with this, then the number of permits and `}`.
+const PERMITS: &str = ",\"permits\":";
+/// A reader's value ends with this.
+const READ: &str = ",\"mode\":\"read\"}";
+
+/// The share a lock value (or a string that may be one: a renewal's argument) holds.
+pub(crate) fn share_of(value: &str) -> Option<Share> {
+    if value.ends_with(READ) {
+        return Some(Share::Read);
+    }
+    let body = value.strip_suffix('}')?;
+    let at = body.rfind(PERMITS)?;
+    body[at + PERMITS.len()..].parse().ok().map(Share::Permits)
 }
 
 impl redis::ToRedisArgs for LockValue {
@@ -73,6 +135,15 @@ impl HolderStamp {
     /// One allocation (unless the template needs JSON escapes) and no formatting machinery:
     /// the token is hex-encoded by `uuid`, the time by `itoa`.
     pub(crate) fn mint(&self, key_template: Option<&str>) -> LockValue {
+        self.mint_as(key_template, None)
+    }
+
+    /// A fresh lock value of a share (see [`mint`](Self::mint)): its kind ends the metadata.
+    pub(crate) fn mint_share(&self, key_template: Option<&str>, share: Share) -> LockValue {
+        self.mint_as(key_template, Some(share))
+    }
+
+    fn mint_as(&self, key_template: Option<&str>, share: Option<Share>) -> LockValue {
         let template_len = key_template.map_or(0, |t| KEY_TEMPLATE.len() + t.len() + 2);
         let mut value = String::with_capacity(
             TOKEN_LEN + 1 + self.head.len() + MILLIS_DIGITS + template_len + 1,
@@ -86,7 +157,10 @@ impl HolderStamp {
             value.push_str(KEY_TEMPLATE);
             push_json_str(&mut value, template);
         }
-        value.push('}');
+        match share {
+            None => value.push('}'),
+            Some(share) => value.push_str(&share.suffix()),
+        }
         LockValue(value)
     }
 }
@@ -187,6 +261,29 @@ mod tests {
         let mut out = String::new();
         push_millis(&mut out, far);
         assert_eq!(out, far.as_millis().to_string());
+    }
+
+    #[test]
+    fn a_share_value_carries_its_kind_at_its_end() {
+        let stamp = HolderStamp::new(Some("\"permits\":9}"));
+        let plain = stamp.mint(Some(",\"mode\":\"read\"}"));
+        assert_eq!(plain.share(), None);
+        assert_eq!(plain.renew_arg(), plain.token());
+        for share in [
+            Share::Permits(1),
+            Share::Permits(4_000_000_000),
+            Share::Read,
+        ] {
+            let value = stamp.mint_share(Some("pool:<id>"), share);
+            assert_eq!(value.share(), Some(share));
+            assert_eq!(value.renew_arg(), value.as_str());
+            let meta: serde_json::Value =
+                serde_json::from_str(split_value(value.as_str()).1.unwrap()).unwrap();
+            assert_eq!(meta["key_template"], "pool:<id>");
+        }
+        assert_eq!(Share::from_kind("\"permits\":5"), Some(Share::Permits(5)));
+        assert_eq!(Share::from_kind("\"mode\":\"read\""), Some(Share::Read));
+        assert_eq!(Share::from_kind("x"), None);
     }
 
     #[test]

@@ -11,6 +11,11 @@
 //! code is 0 when the run matches what its mode must show: no violation and no lost update
 //! under lockcore, violations under `--control`; `--no-persistence` reports the known limit
 //! and exits 0 either way.
+//!
+//! `--workload leader` runs the leader workload instead (`nemesis::leader`: campaigning
+//! workers, fenced SQLite heartbeats, the leader paused past its TTL or killed between its
+//! check and its write; its last line starts `nemesis: workload=leader`);
+//! `nemesis leader-worker ..` is one of its workers.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +54,10 @@ struct Args {
     /// Partitions through the fault proxy instead of network namespaces.
     #[arg(long)]
     no_netns: bool,
+    /// The workload: `locks` (keys and fenced counters, the default) or `leader` (leader
+    /// election with fenced heartbeats; loopback only, no persistence option).
+    #[arg(long, default_value = "locks")]
+    workload: String,
     /// Internal: this process runs inside the run's server namespace, with this prefix.
     #[arg(long, hide = true)]
     netns_prefix: Option<String>,
@@ -65,7 +74,22 @@ fn main() -> ExitCode {
             }
         };
     }
+    if argv.get(1).map(String::as_str) == Some("leader-worker") {
+        return match nemesis::leader::worker_main(&argv[2..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("nemesis leader-worker: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let args = Args::parse();
+    if args.workload == "leader" {
+        return leader(&args).unwrap_or_else(|e| {
+            eprintln!("nemesis: {e}");
+            ExitCode::FAILURE
+        });
+    }
     match coordinate(args) {
         Ok(code) => code,
         Err(e) => {
@@ -84,6 +108,31 @@ fn worker(args: &[String]) -> Result<(), BoxError> {
     }
     let spec: WorkerSpec = serde_json::from_str(json)?;
     worker_main(spec)
+}
+
+/// The leader workload: no violation under lockcore, violations under `--control`.
+fn leader(args: &Args) -> Result<ExitCode, BoxError> {
+    let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
+    println!("nemesis: seed {seed}");
+    let config = nemesis::leader::LeaderConfig {
+        seconds: args.seconds,
+        control: args.control,
+        workers: args.workers.max(2),
+        seed,
+        worker_exe: std::env::current_exe()?,
+    };
+    let summary = nemesis::leader::run(&config)?;
+    println!("{}", summary.last_line());
+    let as_expected = if config.control {
+        summary.violations > 0
+    } else {
+        summary.violations == 0
+    };
+    Ok(if as_expected {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn coordinate(args: Args) -> Result<ExitCode, BoxError> {

@@ -10,6 +10,7 @@
 pub mod checker;
 pub mod faults;
 pub mod fleet;
+pub mod leader;
 mod naive;
 pub mod netns;
 pub mod plot;

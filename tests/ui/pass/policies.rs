@@ -23,6 +23,11 @@ impl Service {
         Ok(())
     }
 
+    #[distributed_lock(key = "job:<self.name>", manager = self.locks, ttl_ms = 60_000, wait_ms = 0, on_contended = "skip", hold_at_least_ms = 60_000)]
+    async fn scheduled(&self) -> Result<(), AppError> {
+        Ok(())
+    }
+
     #[distributed_lock(key = "job:<id>", manager = self.locks, on_contended = "skip", reentrant = false)]
     async fn maybe(&mut self, id: u64) -> Result<Option<u64>, AppError> {
         self.name.push('x');

@@ -13,7 +13,7 @@ use crate::transport::connect::{ConnectOptions, client};
 use crate::transport::node::Node;
 use crate::transport::tls::TlsFiles;
 
-async fn node(server: &RedisServer) -> Node {
+pub(super) async fn node(server: &RedisServer) -> Node {
     let options = ConnectOptions {
         connection_timeout: Duration::from_secs(2),
         response_timeout: Duration::from_secs(2),
@@ -26,7 +26,7 @@ async fn node(server: &RedisServer) -> Node {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-async fn call(node: &Node, script: &Lua, keys: &[&str], args: &[&str]) -> Value {
+pub(super) async fn call(node: &Node, script: &Lua, keys: &[&str], args: &[&str]) -> Value {
     let mut call = Call::new(script, keys.len(), keys.len() + args.len(), 256);
     for key in keys {
         call.arg(*key);
@@ -39,7 +39,7 @@ async fn call(node: &Node, script: &Lua, keys: &[&str], args: &[&str]) -> Value 
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-async fn cmd<T: redis::FromRedisValue>(node: &Node, words: &[&str]) -> T {
+pub(super) async fn cmd<T: redis::FromRedisValue>(node: &Node, words: &[&str]) -> T {
     let mut cmd = redis::cmd(words[0]);
     for word in &words[1..] {
         cmd.arg(*word);
@@ -49,7 +49,7 @@ async fn cmd<T: redis::FromRedisValue>(node: &Node, words: &[&str]) -> T {
         .unwrap_or_else(|e| panic!("{words:?}: {e}"))
 }
 
-fn ints(values: &[i64]) -> Value {
+pub(super) fn ints(values: &[i64]) -> Value {
     Value::Array(values.iter().map(|v| Value::Int(*v)).collect())
 }
 
@@ -162,6 +162,22 @@ async fn acquire_queued_takes_a_free_key_queues_rechecks_and_takes_its_turn() {
         cmd::<i64>(&node, &["EXISTS", keys[2], keys[3]]).await,
         0,
         "the queue is empty"
+    );
+    // Mode 0 with no queue at all: the fast path (EXISTS, SET NX PX GET, INCR), no queue read;
+    // held, the holder's PTTL.
+    let _: i64 = cmd(&node, &["DEL", keys[0]]).await;
+    let _: String = cmd(&node, &["CONFIG", "RESETSTAT"]).await;
+    let once = call(&node, &ACQUIRE_QUEUED, &keys, &[OTHER, "5000", "0 0 0 0 "]).await;
+    assert_eq!(once, ints(&[1, 3]));
+    let stats: String = cmd(&node, &["INFO", "commandstats"]).await;
+    assert!(
+        stats.contains("cmdstat_exists") && !stats.contains("cmdstat_lindex"),
+        "{stats}"
+    );
+    let held = call(&node, &ACQUIRE_QUEUED, &keys, &[VALUE, "5000", "0 0 0 0 "]).await;
+    assert!(
+        matches!(&held, Value::Array(v) if v[0] == Value::Int(0) && v[1] != Value::Int(0)),
+        "{held:?}"
     );
     let bad = Call::new(&ACQUIRE_QUEUED, 4, 7, 64)
         .arg(&keys[..])
