@@ -3,8 +3,9 @@
 //! and arguments as the library sends them and its reply as Redis returns it. The differential
 //! test (`tests/differential.rs`) holds each one to the real script on a real server.
 //!
-//! - [`queued`]: `acquire_queued.lua` (modes 0, 1, 2), `release_handoff.lua` and their helper
-//!   `hand_over.lua`: the fair queue with direct grant;
+//! - [`queued`]: `acquire_queued.lua` (modes 0, 1, 2), `release_handoff.lua` and their helpers
+//!   `hand_over.lua` (`serve`), `enqueue.lua` and `entries.lua`: the fair queue with direct
+//!   grant, for plain locks (no share set, no job stamps or minimum holds);
 //! - [`plain`]: `acquire.lua`, `release.lua`, `renew.lua` (extend, watchdog, promotion),
 //!   `acquire_all.lua` (bulk), `raise_counter.lua`.
 

@@ -1,6 +1,11 @@
 //! The fair queue with direct grant: `acquire_queued.lua` (its modes 0, 1 and 2),
-//! `release_handoff.lua`, and their helpers `hand_over.lua` and `queue.lua`, re-stated line by
-//! line. The keys are always `[lock, counter, queue, entries]`.
+//! `release_handoff.lua`, and their helpers `hand_over.lua` (`serve`), `enqueue.lua`,
+//! `entries.lua` and `queue.lua`, re-stated line by line for plain locks. The keys are always
+//! `[lock, counter, queue, entries]`: the share set `KEYS[5]` (semaphores, read-write locks),
+//! `acquire_queued.lua`'s `ARGV[4]` (a job lock's `acquired_at` stamped at the acquire) and
+//! `release_handoff.lua`'s minimum hold `ARGV[2]` (`hold.lua`) are not modelled. A share
+//! waiter met at the head of the queue is woken to take its turn itself, as the plain scripts
+//! do.
 
 use super::{
     Abort, Constants, Outcome, Reply, ScriptBug, decimal, mint, not_a_lock, number, owns, token_of,
@@ -60,61 +65,83 @@ impl Run<'_, '_> {
         self.queue(|s| s.hdel(entries, field).map(|()| None::<()>));
     }
 
-    /// `hand_over(head, self, now)`: the free lock key to the first live waiter.
-    fn hand_over(
-        &mut self,
-        mut head: Option<String>,
-        me: Option<&str>,
-        now: u64,
-    ) -> Result<Given, Abort> {
-        for _ in 0..self.constants.hand_over_steps {
-            let Some(value) = head.take() else {
-                return Ok(Given::Nobody);
-            };
-            let token = token_of(&value).to_owned();
-            if let Some(entry) = self.hget(&token) {
-                self.hdel(&token);
-                if let Some(fields) = entry_fields(&entry) {
-                    let px = number(fields.claim).min(number(fields.ttl));
-                    if px >= 1 && px <= self.constants.max_ttl_ms && number(fields.deadline) > now {
-                        if Some(token.as_str()) == me {
-                            return Ok(Given::ToCaller);
-                        }
-                        let len = usize::try_from(number(fields.len)).unwrap_or(usize::MAX);
-                        let (counter, channel) = split_at(fields.rest, len);
-                        if counter != self.keys.lock && counter != self.keys.counter {
-                            let (queue, entries) = (self.keys.queue, self.keys.entries);
-                            self.queue(|s| s.lpush(queue, &value).map(|()| None::<()>));
-                            self.queue(|s| s.hset(entries, &token, &entry).map(|()| None::<()>));
-                            self.published
-                                .push((channel.to_owned(), format!("{token} 0 0")));
-                            return Ok(Given::Recheck);
-                        }
-                        let fencing = decimal(&mint(self.store, self.keys.lock, counter)?);
-                        let stored = stamp(&value, now);
-                        self.store.set(self.keys.lock, &stored, Some(px));
-                        let payload = format!("{token} {fencing} {} {stored}", fields.seq);
-                        self.published.push((channel.to_owned(), payload));
-                        return Ok(Given::Granted);
-                    }
-                }
-            }
-            head = self.lpop();
+    /// `serve(now, self)` of `hand_over.lua`, for the plain scripts (no share set `KEYS[5]`):
+    /// the free lock key to the first live waiter at the head of the queue. Returns what it
+    /// did and whether a live waiter is still waiting at the head (`blocked`).
+    fn serve(&mut self, now: u64, me: Option<&str>) -> Result<(Served, bool), Abort> {
+        if super::value_of(self.store, self.keys.lock).is_some() {
+            return Ok((Served::Nothing, true));
         }
-        Ok(Given::Nobody)
+        let queue = self.keys.queue;
+        for _ in 0..self.constants.hand_over_steps {
+            let Some(head) = self.queue(|s| s.lindex0(queue)) else {
+                return Ok((Served::Nothing, false));
+            };
+            let token = token_of(&head).to_owned();
+            let entry = self.hget(&token);
+            let live = entry.as_deref().and_then(entry_fields).and_then(|fields| {
+                let px = number(fields.claim).min(number(fields.ttl));
+                (px >= 1 && px <= self.constants.max_ttl_ms && number(fields.deadline) > now)
+                    .then_some((px, fields))
+            });
+            let Some((px, fields)) = live else {
+                self.lpop();
+                if entry.is_some() {
+                    self.hdel(&token);
+                }
+                continue;
+            };
+            if Some(token.as_str()) == me {
+                return Ok((Served::Caller, false));
+            }
+            let len = usize::try_from(number(fields.len)).unwrap_or(usize::MAX);
+            let (counter, channel) = split_at(fields.rest, len);
+            let (counter, channel) = (counter.to_owned(), channel.to_owned());
+            let seq = fields.seq.to_owned();
+            if (counter != self.keys.lock && counter != self.keys.counter) || is_share(&head) {
+                self.published.push((channel, format!("{token} 0 0")));
+                return Ok((Served::Recheck, true));
+            }
+            self.lpop();
+            self.hdel(&token);
+            let fencing = decimal(&mint(self.store, self.keys.lock, &counter)?);
+            let stored = stamp(&head, now);
+            self.store.set(self.keys.lock, &stored, Some(px));
+            let payload = format!("{token} {fencing} {seq} {stored}");
+            self.published.push((channel, payload));
+            return Ok((Served::Granted, false));
+        }
+        Ok((Served::Nothing, true))
     }
 }
 
-/// What `hand_over` did.
-enum Given {
-    /// Nobody live was queued (`false`).
-    Nobody,
-    /// The caller is the first live waiter (`true`).
-    ToCaller,
-    /// The first live waiter has another counter: woken to re-check (`'recheck'`).
+/// What `serve` did (for a plain script: it never serves shares).
+#[derive(PartialEq, Eq)]
+enum Served {
+    /// Nobody was served (`false`).
+    Nothing,
+    /// The caller is the first live waiter (`'self'`).
+    Caller,
+    /// The first live waiter has another counter, or waits for a share: woken to take its
+    /// turn itself (`'recheck'`).
     Recheck,
-    /// The key was granted to another queued waiter.
+    /// The key was granted to another queued waiter (its value).
     Granted,
+}
+
+/// `share_of(value)` of `shares.lua` is not nil: the value is a share waiter's (a
+/// semaphore's `"permits":<n>` or a reader's `"mode":"read"}`), which a plain script does not
+/// serve (it has no share set).
+fn is_share(value: &str) -> bool {
+    let permits = value.match_indices("\"permits\":").any(|(at, _)| {
+        let before = at.checked_sub(1).and_then(|b| value.as_bytes().get(b));
+        let rest = &value.as_bytes()[at + "\"permits\":".len()..];
+        let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+        matches!(before, Some(b'{' | b','))
+            && digits > 0
+            && matches!(rest.get(digits), Some(b',' | b'}'))
+    });
+    permits || value.contains("\"mode\":\"read\"}")
 }
 
 /// The fields of an entry `<deadline>|<ttl>|<seq>|<claim>|<len>|<rest>`.
@@ -226,7 +253,9 @@ fn acquire_queued_in(
     let keys = run.keys;
     let ttl = ttl_text.parse::<u64>().ok().filter(|&t| t > 0);
     let mut old = None;
-    if ticket_text.as_bytes().first() == Some(&b'1') {
+    let first = ticket_text.as_bytes().first();
+    let fast = first == Some(&b'1') || (first == Some(&b'0') && !run.store.exists(keys.queue));
+    if fast {
         match run.store.get(keys.lock) {
             Ok(None) => {
                 let ttl = ttl.ok_or_else(invalid_expire)?;
@@ -247,10 +276,10 @@ fn acquire_queued_in(
     };
     let token = token_of(value);
     let holder = match old {
-        Some(old) if t.mode == "1" => old,
-        _ => run.store.get(keys.lock),
+        Some(old) => old,
+        None => run.store.get(keys.lock),
     };
-    let Ok(holder) = holder else {
+    let Ok(mut holder) = holder else {
         return Ok(not_a_lock(run.store, keys.lock));
     };
     if owns(holder.as_deref(), token) {
@@ -294,9 +323,11 @@ fn acquire_queued_in(
                 mint(run.store, keys.lock, keys.counter)?,
             ]));
         }
-        let head = run.lpop();
-        let given = run.hand_over(head, Some(token), now)?;
-        if matches!(given, Given::ToCaller | Given::Nobody) {
+        let (served, blocked) = run.serve(now, Some(token))?;
+        if served == Served::Caller || (served == Served::Nothing && !blocked) {
+            if served == Served::Caller {
+                run.lpop();
+            }
             run.hdel(token);
             let stored = stamp(value, now);
             run.store
@@ -308,6 +339,7 @@ fn acquire_queued_in(
                 Reply::Bulk(stored),
             ]));
         }
+        holder = run.store.get(keys.lock).map_err(super::abort)?;
     }
     if t.mode == "0" {
         return Ok(Reply::ints(&[0, run.store.pttl(keys.lock)]));
@@ -389,16 +421,12 @@ fn release_in(run: &mut Run<'_, '_>, bug: ScriptBug, value: &str) -> Result<Repl
         return Ok(Reply::Int(i64::from(run.store.del(keys.lock))));
     }
     if released {
-        let head = match run.store.lpop(keys.queue) {
-            Ok(None) => return Ok(Reply::Int(i64::from(run.store.del(keys.lock)))),
-            Ok(Some(head)) => Some(head),
-            Err(WrongType) => run.lpop(),
-        };
-        let now = run.store.now;
-        let given = run.hand_over(head, None, now)?;
-        if matches!(given, Given::Nobody | Given::Recheck) {
-            run.store.del(keys.lock);
+        if let Ok(None) = run.store.lindex0(keys.queue) {
+            return Ok(Reply::Int(i64::from(run.store.del(keys.lock))));
         }
+        run.store.del(keys.lock);
+        let now = run.store.now;
+        run.serve(now, None)?;
         return Ok(Reply::Int(1));
     }
     run.hdel(token);
