@@ -56,7 +56,7 @@ enum Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let who = 0..3usize;
+    let who = 0..4usize;
     let lock = 0..2usize;
     prop_oneof![
         6 => (who.clone(), lock.clone(), prop::option::weighted(0.8, 1..4u64), any::<bool>(), prop::bool::weighted(0.7), prop::bool::weighted(0.8))
@@ -73,7 +73,12 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Waiter `who`'s lock value: a token and holder metadata with an `acquired_at` to stamp.
+/// Waiter 3's is a semaphore's (`,"permits":2}` at its end): queued, it stands for a share
+/// waiter in the queue of a plain lock's scripts, which wake it to take its turn itself.
 fn value(who: usize) -> String {
+    if who == 3 {
+        return format!("t{who} {{\"pid\":{who},\"acquired_at\":0,\"permits\":2}}");
+    }
     format!("t{who} {{\"pid\":{who},\"acquired_at\":0}}")
 }
 
