@@ -23,6 +23,7 @@ use crate::options::LockOptions;
 use crate::util::escape::Escaped;
 
 mod policy;
+pub mod scripts;
 
 pub use policy::{Fallback, FallbackFuture, Skipped, fallback, skip};
 
