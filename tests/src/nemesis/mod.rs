@@ -8,12 +8,14 @@
 //! what is left on the server, and checks the history.
 
 pub mod checker;
+pub mod family;
 pub mod faults;
 pub mod fleet;
 pub mod leader;
 mod naive;
 pub mod netns;
 pub mod plot;
+pub mod procs;
 pub mod report;
 pub mod resources;
 pub mod workload;
