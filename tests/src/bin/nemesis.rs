@@ -31,6 +31,9 @@ use lockcore_tests::nemesis::procs::ProcConfig;
 use lockcore_tests::nemesis::workload::{WorkerSpec, worker_main};
 use lockcore_tests::nemesis::{self, BoxError, Config, netns, report};
 
+/// A one-key workload's worker process.
+type WorkerMain = fn(&[String]) -> Result<(), BoxError>;
+
 /// The nemesis run's command line.
 #[derive(Debug, Parser)]
 #[command(name = "nemesis", about = "A history-checked nemesis run of lockcore")]
@@ -81,13 +84,12 @@ fn main() -> ExitCode {
             }
         };
     }
-    let one_key_worker: Option<fn(&[String]) -> Result<(), BoxError>> =
-        match argv.get(1).map(String::as_str) {
-            Some("leader-worker") => Some(nemesis::leader::worker_main),
-            Some("semaphore-worker") => Some(family::semaphore_worker),
-            Some("rwlock-worker") => Some(family::rwlock_worker),
-            _ => None,
-        };
+    let one_key_worker: Option<WorkerMain> = match argv.get(1).map(String::as_str) {
+        Some("leader-worker") => Some(nemesis::leader::worker_main),
+        Some("semaphore-worker") => Some(family::semaphore_worker),
+        Some("rwlock-worker") => Some(family::rwlock_worker),
+        _ => None,
+    };
     if let Some(worker) = one_key_worker {
         return match worker(&argv[2..]) {
             Ok(()) => ExitCode::SUCCESS,
