@@ -7,6 +7,7 @@
 //! binary, `nemesis worker`), applies a seeded schedule of faults, waits for the workers, checks
 //! what is left on the server, and checks the history.
 
+mod beliefs;
 pub mod checker;
 pub mod family;
 pub mod faults;
