@@ -93,3 +93,49 @@ pub(super) fn writer_overlaps(beliefs: &[Belief]) -> u64 {
     }
     count
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ledger(lines: &[(usize, &str)]) -> Ledger {
+        Ledger {
+            lines: lines.iter().map(|(i, l)| (*i, (*l).to_owned())).collect(),
+            ..Ledger::default()
+        }
+    }
+
+    #[test]
+    fn a_fourth_believer_is_counted_and_a_deadline_or_kill_ends_a_belief() {
+        // w0's belief ends at its deadline (20), w1's at its kill (25): w4 entering at 30
+        // makes 3; w5 at 32 makes 4.
+        let seen = ledger(&[
+            (0, "enter permit 1 10 20"),
+            (1, "enter permit 2 11 99"),
+            (1, "killed 25"),
+            (2, "enter permit 3 12 99"),
+            (3, "enter permit 4 13 99"),
+            (4, "enter permit 5 30 99"),
+            (5, "enter permit 6 32 99"),
+            (0, "exit 90 20"),
+        ]);
+        let found = beliefs(&seen, 100);
+        assert_eq!(crowding(&found, 3), (4, 2), "{found:?}");
+        assert_eq!(crowding(&found[..4], 3), (4, 1));
+    }
+
+    #[test]
+    fn readers_share_but_a_writer_overlapping_anyone_is_counted() {
+        let seen = ledger(&[
+            (0, "enter read 0 10 50"),
+            (1, "enter read 0 12 50"),
+            (0, "exit 20 50"),
+            (1, "exit 21 50"),
+            (2, "enter write 1 30 40"),
+            (3, "enter read 0 35 90"),
+        ]);
+        let found = beliefs(&seen, 100);
+        assert_eq!(writer_overlaps(&found), 1, "{found:?}");
+        assert_eq!(writer_overlaps(&found[..2]), 0);
+    }
+}
