@@ -15,16 +15,24 @@
 //! `--workload leader` runs the leader workload instead (`nemesis::leader`: campaigning
 //! workers, fenced SQLite heartbeats, the leader paused past its TTL or killed between its
 //! check and its write; its last line starts `nemesis: workload=leader`);
-//! `nemesis leader-worker ..` is one of its workers.
+//! `nemesis leader-worker ..` is one of its workers. `--workload semaphore` and `--workload
+//! rwlock` run the share workloads the same way (`nemesis::family`: permits of a semaphore of
+//! 3 with fenced rows, readers and writers of a read-write lock with a fenced counter; workers
+//! `nemesis semaphore-worker ..`, `nemesis rwlock-worker ..`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use lockcore_tests::nemesis::family::{self, Family};
 use lockcore_tests::nemesis::fleet::Network;
+use lockcore_tests::nemesis::procs::ProcConfig;
 use lockcore_tests::nemesis::workload::{WorkerSpec, worker_main};
 use lockcore_tests::nemesis::{self, BoxError, Config, netns, report};
+
+/// A one-key workload's worker process.
+type WorkerMain = fn(&[String]) -> Result<(), BoxError>;
 
 /// The nemesis run's command line.
 #[derive(Debug, Parser)]
@@ -54,8 +62,10 @@ struct Args {
     /// Partitions through the fault proxy instead of network namespaces.
     #[arg(long)]
     no_netns: bool,
-    /// The workload: `locks` (keys and fenced counters, the default) or `leader` (leader
-    /// election with fenced heartbeats; loopback only, no persistence option).
+    /// The workload: `locks` (keys and fenced counters, the default), `leader` (leader
+    /// election with fenced heartbeats), `semaphore` (3 permits, fenced rows) or `rwlock`
+    /// (readers and writers, a fenced counter); the last three loopback only, no persistence
+    /// option.
     #[arg(long, default_value = "locks")]
     workload: String,
     /// Internal: this process runs inside the run's server namespace, with this prefix.
@@ -74,18 +84,24 @@ fn main() -> ExitCode {
             }
         };
     }
-    if argv.get(1).map(String::as_str) == Some("leader-worker") {
-        return match nemesis::leader::worker_main(&argv[2..]) {
+    let one_key_worker: Option<WorkerMain> = match argv.get(1).map(String::as_str) {
+        Some("leader-worker") => Some(nemesis::leader::worker_main),
+        Some("semaphore-worker") => Some(family::semaphore_worker),
+        Some("rwlock-worker") => Some(family::rwlock_worker),
+        _ => None,
+    };
+    if let Some(worker) = one_key_worker {
+        return match worker(&argv[2..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("nemesis leader-worker: {e}");
+                eprintln!("nemesis {}: {e}", argv[1]);
                 ExitCode::FAILURE
             }
         };
     }
     let args = Args::parse();
-    if args.workload == "leader" {
-        return leader(&args).unwrap_or_else(|e| {
+    if ["leader", "semaphore", "rwlock"].contains(&args.workload.as_str()) {
+        return one_key(&args).unwrap_or_else(|e| {
             eprintln!("nemesis: {e}");
             ExitCode::FAILURE
         });
@@ -110,23 +126,38 @@ fn worker(args: &[String]) -> Result<(), BoxError> {
     worker_main(spec)
 }
 
-/// The leader workload: no violation under lockcore, violations under `--control`.
-fn leader(args: &Args) -> Result<ExitCode, BoxError> {
+/// The one-key workloads (`leader`, `semaphore`, `rwlock`): no violation under lockcore,
+/// violations under `--control`.
+fn one_key(args: &Args) -> Result<ExitCode, BoxError> {
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
     println!("nemesis: seed {seed}");
-    let config = nemesis::leader::LeaderConfig {
+    let config = ProcConfig {
         seconds: args.seconds,
         control: args.control,
         workers: args.workers.max(2),
         seed,
         worker_exe: std::env::current_exe()?,
     };
-    let summary = nemesis::leader::run(&config)?;
-    println!("{}", summary.last_line());
+    let (line, violations) = match args.workload.as_str() {
+        "leader" => {
+            let summary = nemesis::leader::run(&config)?;
+            (summary.last_line(), summary.violations)
+        }
+        name => {
+            let family = if name == "semaphore" {
+                Family::Semaphore
+            } else {
+                Family::RwLock
+            };
+            let summary = family::run(family, &config)?;
+            (summary.last_line(), summary.violations())
+        }
+    };
+    println!("{line}");
     let as_expected = if config.control {
-        summary.violations > 0
+        violations > 0
     } else {
-        summary.violations == 0
+        violations == 0
     };
     Ok(if as_expected {
         ExitCode::SUCCESS

@@ -7,13 +7,16 @@
 //! binary, `nemesis worker`), applies a seeded schedule of faults, waits for the workers, checks
 //! what is left on the server, and checks the history.
 
+mod beliefs;
 pub mod checker;
+pub mod family;
 pub mod faults;
 pub mod fleet;
 pub mod leader;
 mod naive;
 pub mod netns;
 pub mod plot;
+pub mod procs;
 pub mod report;
 pub mod resources;
 pub mod workload;
