@@ -207,6 +207,20 @@ impl LockOptions {
         self.hold_at_least
     }
 
+    /// `Err(LockError::InvalidOptions)` naming `key` when a minimum hold is asked of a share
+    /// of it (`what`: "a semaphore", "a read lock"): a permit or a reader's share keeps none.
+    pub(crate) fn refuse_hold_for_share(&self, key: &str, what: &str) -> Result<(), LockError> {
+        match self.hold_at_least {
+            Some(at_least) => Err(LockError::InvalidOptions {
+                reason: format!(
+                    "`{}`: hold_at_least ({at_least:?}) is for a plain (job) lock; {what}'s share keeps no minimum",
+                    crate::util::escape::Escaped(key)
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// The watchdog's renewal cap, if any.
     pub fn max_hold_value(&self) -> Option<Duration> {
         self.max_hold

@@ -6,6 +6,8 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::error::LockError;
+use crate::protocol::value::Share;
+use crate::util::escape::Escaped;
 
 /// The outcome of one acquire round.
 #[derive(Debug)]
@@ -111,6 +113,33 @@ pub(crate) enum Released {
     /// Redlock: deleted on `confirmed` nodes, fewer than the quorum of `needed`, and enough
     /// nodes did not answer within the node timeout that the token may have been on a quorum.
     Unconfirmed { confirmed: usize, needed: usize },
+}
+
+/// `Err(InvalidOptions)` when `reply` is the acquire script's `{-2, kind}`: the key holds
+/// shares of another kind than `share`.
+pub(crate) fn check_kind(reply: &Value, key: &str, share: Option<Share>) -> Result<(), LockError> {
+    let (Some(share), Value::Array(items)) = (share, reply) else {
+        return Ok(());
+    };
+    let (Some(Value::Int(-2)), Some(found)) = (items.first(), items.get(1)) else {
+        return Ok(());
+    };
+    let found: String = redis::from_redis_value_ref(found).unwrap_or_default();
+    Err(mismatch(key, share, &found))
+}
+
+/// The error of a handle of `share`'s kind on a key that holds shares of kind `found` (as the
+/// marker names it).
+fn mismatch(key: &str, share: Share, found: &str) -> LockError {
+    let found = Share::from_kind(found)
+        .map_or_else(|| format!("shares of kind `{found}`"), Share::describe);
+    LockError::InvalidOptions {
+        reason: format!(
+            "`{}` is held as {found}, but this handle is {}; expected every caller of one key to use the same kind (the same number of permits)",
+            Escaped(key),
+            share.describe()
+        ),
+    }
 }
 
 #[cfg(test)]

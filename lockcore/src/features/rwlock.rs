@@ -12,7 +12,6 @@ use crate::guard::LockGuard;
 use crate::manager::LockManager;
 use crate::options::LockOptions;
 use crate::protocol::value::Share;
-use crate::util::escape::Escaped;
 
 /// A read-write lock on one key: many readers or one writer. A cheap handle (`Clone`); made by
 /// [`LockManager::rw_lock`].
@@ -117,14 +116,7 @@ impl RwLock {
             .shared()
             .backend
             .check_shares(&key, "a read lock")?;
-        if let Some(at_least) = opts.hold_at_least_value() {
-            return Err(LockError::InvalidOptions {
-                reason: format!(
-                    "`{}`: hold_at_least ({at_least:?}) is for a plain (job) lock; a read lock's share keeps no minimum",
-                    Escaped(&key)
-                ),
-            });
-        }
+        opts.refuse_hold_for_share(&key, "a read lock")?;
         Ok(key)
     }
 }

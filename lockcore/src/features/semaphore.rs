@@ -151,14 +151,7 @@ impl Semaphore {
             .shared()
             .backend
             .check_shares(&key, "a semaphore")?;
-        if let Some(at_least) = opts.hold_at_least_value() {
-            return Err(LockError::InvalidOptions {
-                reason: format!(
-                    "`{}`: hold_at_least ({at_least:?}) is for a plain (job) lock; a semaphore's share keeps no minimum",
-                    Escaped(&key)
-                ),
-            });
-        }
+        opts.refuse_hold_for_share(&key, "a semaphore")?;
         Ok(key)
     }
 }
