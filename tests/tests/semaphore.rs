@@ -358,8 +358,8 @@ async fn zero_permits_and_redlock_are_refused_before_any_network_call() {
     }
 }
 
-/// A plain lock of the key and the semaphore's permits exclude each other, and `available`
-/// counts what is held.
+/// A plain lock of the key and the semaphore's permits exclude each other (a plain lock of a
+/// key held as permits is refused), and `available` counts what is held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_lock_and_permits_exclude_each_other() {
     let server = RedisServer::start();
@@ -371,13 +371,10 @@ async fn plain_lock_and_permits_exclude_each_other() {
         .unwrap()
         .expect("free");
     assert_eq!(sem.available().await.unwrap(), 1);
+    let refused = locks.try_acquire(KEY, &opts(10_000, 0)).await;
     assert!(
-        locks
-            .try_acquire(KEY, &opts(10_000, 0))
-            .await
-            .unwrap()
-            .is_none(),
-        "a permit is held"
+        matches!(&refused, Err(LockError::InvalidOptions { reason }) if reason.contains("semaphore of 2 permits")),
+        "a permit is held: {refused:?}"
     );
     permit.release().await.unwrap();
     let plain = locks

@@ -116,9 +116,10 @@ pub(crate) enum Released {
 }
 
 /// `Err(InvalidOptions)` when `reply` is the acquire script's `{-2, kind}`: the key holds
-/// shares of another kind than `share`.
+/// shares of another kind than `share`, or (`share` `None`, a plain lock) a semaphore's
+/// permits, which a plain lock is never granted.
 pub(crate) fn check_kind(reply: &Value, key: &str, share: Option<Share>) -> Result<(), LockError> {
-    let (Some(share), Value::Array(items)) = (share, reply) else {
+    let Value::Array(items) = reply else {
         return Ok(());
     };
     let (Some(Value::Int(-2)), Some(found)) = (items.first(), items.get(1)) else {
@@ -128,18 +129,23 @@ pub(crate) fn check_kind(reply: &Value, key: &str, share: Option<Share>) -> Resu
     Err(mismatch(key, share, &found))
 }
 
-/// The error of a handle of `share`'s kind on a key that holds shares of kind `found` (as the
-/// marker names it).
-fn mismatch(key: &str, share: Share, found: &str) -> LockError {
+/// The error of a handle of `share`'s kind (`None`: a plain lock) on a key that holds shares of
+/// kind `found` (as the marker names it).
+fn mismatch(key: &str, share: Option<Share>, found: &str) -> LockError {
     let found = Share::from_kind(found)
         .map_or_else(|| format!("shares of kind `{found}`"), Share::describe);
-    LockError::InvalidOptions {
-        reason: format!(
+    let reason = match share {
+        Some(share) => format!(
             "`{}` is held as {found}, but this handle is {}; expected every caller of one key to use the same kind (the same number of permits)",
             Escaped(key),
             share.describe()
         ),
-    }
+        None => format!(
+            "`{}` is held as {found}, but this is a plain lock (or a write lock), which a semaphore's key never grants; expected the semaphore's handle (`LockManager::semaphore`) for this key, or another key for the lock",
+            Escaped(key)
+        ),
+    };
+    LockError::InvalidOptions { reason }
 }
 
 #[cfg(test)]
@@ -197,5 +203,25 @@ mod tests {
                 "{odd:?}"
             );
         }
+    }
+
+    #[test]
+    fn another_kind_is_invalid_options_naming_both_also_for_a_plain_lock() {
+        let semaphore = reply(vec![
+            Value::Int(-2),
+            Value::BulkString(b"\"permits\":3".to_vec()),
+        ]);
+        for share in [Some(Share::Permits(5)), Some(Share::Read), None] {
+            let err = check_kind(&semaphore, "lock:k", share).unwrap_err();
+            let LockError::InvalidOptions { reason } = &err else {
+                panic!("{err:?}")
+            };
+            assert!(
+                reason.contains("`lock:k` is held as a semaphore of 3 permits"),
+                "{reason}"
+            );
+        }
+        let won = reply(vec![Value::Int(1), Value::Int(7)]);
+        assert!(check_kind(&won, "lock:k", None).is_ok());
     }
 }

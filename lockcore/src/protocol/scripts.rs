@@ -84,7 +84,7 @@ pub(crate) static ACQUIRE_SHARE: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/acquire_share.lua"),
         &queue_constants(),
-        "SET, GET, INCR, PEXPIRE, PTTL, TYPE, TIME, DEL, LINDEX, LPOP, LREM, RPUSH, HGET, HSET, HDEL, PUBLISH, ZADD, ZSCORE, ZCARD, ZRANGE, ZREMRANGEBYSCORE",
+        "SET, GET, INCR, EXISTS, PEXPIRE, PTTL, TYPE, TIME, DEL, LINDEX, LPOP, LREM, RPUSH, HGET, HSET, HDEL, PUBLISH, ZADD, ZREM, ZSCORE, ZCARD, ZRANGE, ZREMRANGEBYSCORE",
     )
 });
 
@@ -101,8 +101,8 @@ pub(crate) static RELEASE_SHARE: Lazy<Lua> = Lazy::new(|| {
 pub(crate) static RENEW_SHARE: Lazy<Lua> = Lazy::new(|| {
     Lua::new(
         include_str!("lua/renew_share.lua"),
-        &[],
-        "GET, TIME, PTTL, PEXPIRE, ZADD, ZSCORE",
+        &queue_constants(),
+        "GET, TIME, DEL, PEXPIRE, ZADD, ZREM, ZSCORE, ZRANGE",
     )
 });
 
@@ -168,6 +168,8 @@ pub(crate) fn lock_scripts() -> [&'static Lua; 4] {
 mod contract_tests;
 #[cfg(test)]
 mod share_contract_tests;
+#[cfg(test)]
+mod share_kind_contract_tests;
 
 #[cfg(test)]
 mod contract_hold;

@@ -31,7 +31,10 @@
 -- Reply: {1, fencing_token} when acquired with the value as sent; {1, fencing_token,
 -- stored_value} when acquired with the value Redis holds stamped (a re-check that took the key
 -- or found its grant); {0, pttl_ms} when not (0 when the key is free but a waiter has the
--- turn); {-1, type} when the lock key holds another type than a string.
+-- turn); {-1, type} when the lock key holds another type than a string; {-2, kind} when it
+-- holds a semaphore's permits (the marker's kind, see shares.lua), also when the waiters this
+-- call served took it: a plain lock is never granted a semaphore's key, so the caller is not
+-- queued (a re-check leaves the queue). Readers' shares are waited for, as any holder.
 --
 -- The free-key fast path runs before any helper is defined: defining them costs each call.
 local old
@@ -101,6 +104,8 @@ if not holder then
   end
   holder = redis.call('GET', KEYS[1])
 end
+local held = held_kind(holder)
+if held and excludes_plain(held) then return refuse(mode, held) end
 if mode == '0' then return {0, redis.call('PTTL', KEYS[1])} end
 enqueue(mode, seq, claim, lease, channel, now)
 if not holder then return {0, 0} end

@@ -6,9 +6,12 @@
 --
 -- KEYS[1] lock key, KEYS[2] the caller's fencing counter, KEYS[3] waiter queue, KEYS[4] waiter
 -- entries, KEYS[5] share set
--- ARGV[1] lock value (its token, the first word, is the member of the share set)
--- Reply: 1 when the value held a live share (released), 0 otherwise (its lease had ended, or
--- it never held one).
+-- ARGV[1] lock value (its token, the first word, is the member of the share set; a token alone
+-- is a share of any kind)
+-- Reply: 1 when the value held a live share under the marker of its kind (released), 0
+-- otherwise (its lease had ended, it never held one, or its marker is gone: it was lost, see
+-- shares.lua; its member is dropped all the same). The marker and the set then live until the
+-- latest deadline of the shares left.
 --
 -- Cost: O(log N) in the N shares held (ZREM, ZREMRANGEBYSCORE of the ended ones, ZCARD, and
 -- ZRANGE of the last deadline), plus the queue entries passed; never a scan of the holders.
@@ -27,11 +30,12 @@ if not score then
 end
 local now = now_ms()
 redis.call('ZREM', KEYS[5], token)
-local holder = value_of(KEYS[1])
-if holder and is_marker(holder) then
+local held = held_kind(value_of(KEYS[1]))
+if held then
   if live_shares(now) == 0 then redis.call('DEL', KEYS[1], KEYS[5])
   else keep_shares(KEYS[1], KEYS[5], now) end
 end
 serve(now, false)
-if tonumber(score) > now then return 1 end
+local _, kind = share_of(ARGV[1])
+if tonumber(score) > now and held and (not kind or held == kind) then return 1 end
 return 0
