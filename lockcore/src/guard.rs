@@ -101,9 +101,12 @@ impl LockGuard {
         self.lease.value.token()
     }
 
-    /// The exact value stored at the key: the [`token`](Self::token), a space and the holder
-    /// metadata as compact JSON (see [`keyspace`](crate::keyspace)). Release, extend and renewal
-    /// compare this whole value.
+    /// This lease's lock value: the [`token`](Self::token), a space and the holder metadata as
+    /// compact JSON (see [`keyspace`](crate::keyspace)). For a lock it is the exact value stored
+    /// at the key; release, extend and renewal recognise the holder by its token. For a share (a
+    /// semaphore's permit, a reader's share) the key holds the shares marker instead
+    /// ([`SHARES_MARKER`](crate::keyspace::SHARES_MARKER)), and the token is this share's member
+    /// of the key's share set.
     pub fn stored_value(&self) -> &str {
         self.lease.value.as_str()
     }

@@ -104,6 +104,9 @@ impl LockManager {
     /// # Errors
     /// - [`LockError::InvalidKey`] for an empty key, [`LockError::InvalidOptions`] for
     ///   out-of-range options: both before any network call.
+    /// - [`LockError::InvalidOptions`] also when an attempt finds the key held as a semaphore's
+    ///   permits ([`LockManager::semaphore`]), which a plain lock is never granted; the reason
+    ///   names the key and the number of permits. (Readers' shares are waited for.)
     /// - [`LockError::Contended`] when another holder kept the key for the whole wait budget.
     /// - [`LockError::Redis`] (one node) at the first backend failure, without retrying: a down
     ///   backend fails fast. If the failed request may have set the key (a lost reply), a

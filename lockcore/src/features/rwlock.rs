@@ -96,7 +96,8 @@ impl RwLock {
     /// waits for the readers that hold the key and for the requests queued before it.
     ///
     /// # Errors
-    /// As [`LockManager::acquire`].
+    /// As [`LockManager::acquire`]: [`LockError::InvalidOptions`] when the key is held as a
+    /// semaphore, which is never a read-write lock's key.
     pub async fn write(&self, opts: &LockOptions) -> Result<LockGuard, LockError> {
         self.manager.acquire(&self.key, opts).await
     }

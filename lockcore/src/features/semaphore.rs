@@ -5,10 +5,12 @@
 //! [`keyspace::shares_key`](crate::keyspace::shares_key)) scored by its lease deadline on the
 //! Redis server's clock, so a holder that dies gives its permit back when its lease ends,
 //! whatever the clients' clocks say. While permits are held, the lock key holds a marker
-//! ([`SHARES_MARKER`](crate::keyspace::SHARES_MARKER)) naming the number of permits, so that a
-//! plain [`LockManager::acquire`] of the same key waits for them, and a handle with another
-//! number of permits is refused. Waiters queue in the key's fair queue: a release hands its
-//! permit to the first live waiter in the same script call, with one push to wake it.
+//! ([`SHARES_MARKER`](crate::keyspace::SHARES_MARKER)) naming the number of permits, until the
+//! latest deadline of the live permits; a plain [`LockManager::acquire`] of the same key and a
+//! handle with another number of permits are refused. A permit counts only under that marker:
+//! once it is gone (an operator's `DEL`, an eviction), the permits under it are lost. Waiters
+//! queue in the key's fair queue: a release hands its permit to the first live waiter in the
+//! same script call, with one push to wake it.
 
 use crate::backend::shares::Holders;
 use crate::error::LockError;
@@ -56,8 +58,9 @@ impl LockManager {
     /// network call: the handle is checked and used by its methods.
     ///
     /// Every caller of one key must agree on `permits`: a handle whose number differs from the
-    /// one the key is held with gets [`LockError::InvalidOptions`] naming both numbers. Not
-    /// available under Redlock (see [`Semaphore::acquire`]).
+    /// one the key is held with gets [`LockError::InvalidOptions`] naming both numbers, and so
+    /// does a plain lock of the key while permits are held. Not available under Redlock (see
+    /// [`Semaphore::acquire`]).
     pub fn semaphore(&self, key: &str, permits: u32) -> Semaphore {
         Semaphore {
             manager: self.clone(),
