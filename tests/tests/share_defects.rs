@@ -170,6 +170,7 @@ async fn no_share_is_admitted_beside_the_live_share_of_a_deleted_marker() {
             live_shares(&mut raw).await,
             get(&mut raw, &full(KEY)).await
         );
+        assert_eq!(sem.available().await.unwrap(), 0, "{first:?}: none is free");
         assert!(
             held.extend(Duration::from_secs(10))
                 .await
@@ -181,6 +182,7 @@ async fn no_share_is_admitted_beside_the_live_share_of_a_deleted_marker() {
             .await
             .unwrap()
             .expect("the lost share is gone");
+        assert_eq!(sem.available().await.unwrap(), 0, "{first:?}: taken");
         assert_eq!(
             marker(&mut raw).await.as_deref(),
             Some("__shares__ {\"permits\":1}")

@@ -25,6 +25,9 @@ pub(crate) enum Holders {
     Exclusive,
     /// `count` live shares of `share`'s kind.
     Shares { share: Share, count: u64 },
+    /// `count` live shares whose marker is gone (an operator's `DEL`, an eviction): lost, they
+    /// admit no new share until they end.
+    Orphaned { count: u64 },
 }
 
 impl Single {
@@ -152,6 +155,9 @@ impl Single {
                 let count = u64::try_from(*count).map_err(|_| unexpected())?;
                 Ok(Holders::Shares { share, count })
             }
+            [Value::Int(3), Value::Int(count)] => Ok(Holders::Orphaned {
+                count: u64::try_from(*count).map_err(|_| unexpected())?,
+            }),
             [Value::Int(-1), found] => Err(LockError::NotALock {
                 key: key.to_owned(),
                 found: redis::from_redis_value_ref(found).map_err(|_| unexpected())?,

@@ -113,7 +113,8 @@ impl Semaphore {
     }
 
     /// How many permits are free now (permits minus the live leases; 0 while a plain lock
-    /// holds the key). A snapshot: another client may take one at once.
+    /// holds the key, or while shares whose marker is gone keep it until they end). A snapshot:
+    /// another client may take one at once.
     ///
     /// # Errors
     /// [`LockError::InvalidOptions`] as for [`acquire`](Self::acquire) (0 permits, Redlock,
@@ -123,7 +124,7 @@ impl Semaphore {
         let share = Share::Permits(self.permits);
         match self.manager.shared().backend.holders(&key).await? {
             Holders::Free => Ok(self.permits),
-            Holders::Exclusive => Ok(0),
+            Holders::Exclusive | Holders::Orphaned { .. } => Ok(0),
             Holders::Shares { share: held, count } if held == share => {
                 let count = u32::try_from(count).unwrap_or(u32::MAX);
                 Ok(self.permits.saturating_sub(count))

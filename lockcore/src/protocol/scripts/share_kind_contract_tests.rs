@@ -127,6 +127,11 @@ async fn no_share_is_admitted_beside_the_live_shares_of_a_vanished_marker() {
         "no marker"
     );
     assert_eq!(cmd::<i64>(&node, &["ZCARD", KEYS[4]]).await, 1);
+    assert_eq!(
+        call(&node, &SHARES_COUNT, &PAIR, &[]).await,
+        ints(&[3, 1]),
+        "counted as keeping the key"
+    );
     // The reader's release (lost: its marker is gone) lets the queued permit in.
     assert_eq!(
         call(&node, &RELEASE_SHARE, &KEYS, &[&a]).await,
