@@ -136,3 +136,58 @@ fn twin_a_manager_built_per_runtime_works_in_it() {
         });
     }
 }
+
+/// Acquires and releases `key` on `locks`, or panics naming `what`.
+async fn round_trip(locks: &LockManager, key: &str, what: &str) {
+    let guard = locks
+        .acquire(key, &opts(3_000, 2_000))
+        .await
+        .unwrap_or_else(|e| panic!("{what}: acquire: {e:?}"));
+    guard
+        .release()
+        .await
+        .unwrap_or_else(|e| panic!("{what}: release: {e:?}"));
+}
+
+/// Builds a manager in runtime A (and uses it there), drops A, then uses it from runtime B
+/// (multi-thread) and C (current-thread), each dropped in turn.
+fn outlives_its_runtime(what: &str, build: impl AsyncFnOnce() -> LockManager) {
+    let a = current_thread_runtime();
+    let locks = a.block_on(async {
+        let locks = build().await;
+        round_trip(&locks, "rt:other", &format!("runtime A, {what}")).await;
+        locks
+    });
+    drop(a);
+    for (name, runtime) in [
+        ("B", multi_thread_runtime(2)),
+        ("C", current_thread_runtime()),
+    ] {
+        runtime.block_on(round_trip(
+            &locks,
+            "rt:other",
+            &format!("runtime {name}, {what}"),
+        ));
+    }
+}
+
+/// The same holds for every kind of node, not only the default manager's: a Redlock manager
+/// (one lazy connection per node)...
+#[test]
+fn a_redlock_manager_outlives_the_runtime_that_built_it() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    outlives_its_runtime("Redlock", async || {
+        LockManager::builder()
+            .nodes(servers.iter().map(RedisServer::url))
+            .build()
+            .await
+            .expect("redlock manager")
+    });
+}
+
+/// ... and a Redis Cluster manager (redis-rs' cluster connection).
+#[test]
+fn a_cluster_manager_outlives_the_runtime_that_built_it() {
+    let cluster = RedisCluster::start();
+    outlives_its_runtime("cluster", async || cluster_manager(&cluster).await);
+}
