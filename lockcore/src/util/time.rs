@@ -4,6 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::error::LockError;
+
 /// Whole milliseconds in `d`, saturating at `u64::MAX`.
 pub(crate) fn duration_ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -13,6 +15,23 @@ pub(crate) fn duration_ms(d: Duration) -> u64 {
 /// `PEXPIRE`, a script's ms argument) must be: a remainder would be cut off silently.
 pub(crate) fn is_whole_ms(d: Duration) -> bool {
     d.subsec_nanos().is_multiple_of(1_000_000)
+}
+
+/// [`LockError::InvalidOptions`] when `value` of option `name` is not a whole number of
+/// milliseconds: Redis takes whole milliseconds, and a remainder is refused rather than cut off
+/// or rounded silently.
+pub(crate) fn check_whole_ms(name: &str, value: Duration) -> Result<(), LockError> {
+    if is_whole_ms(value) {
+        return Ok(());
+    }
+    let below = Duration::from_millis(duration_ms(value));
+    Err(LockError::InvalidOptions {
+        reason: format!(
+            "{name} is {value:?}; expected whole milliseconds (Redis takes milliseconds): {} or {}",
+            Shown(below),
+            Shown(below + Duration::from_millis(1))
+        ),
+    })
 }
 
 /// A duration as every message shows it: whole microseconds below 1 ms (`250µs`), whole
@@ -82,6 +101,28 @@ mod tests {
         assert!(is_whole_ms(Duration::from_secs(30)));
         assert!(!is_whole_ms(Duration::from_micros(1_500)));
         assert!(!is_whole_ms(Duration::from_nanos(30_000_000_001)));
+    }
+
+    #[test]
+    fn a_remainder_is_refused_naming_the_whole_values_around_it() {
+        for (value, shown, around) in [
+            (Duration::from_micros(1_500), "1.5ms", "1ms or 2ms"),
+            (
+                Duration::from_nanos(30_000_000_001),
+                "30.000000001s",
+                "30s or 30.001s",
+            ),
+        ] {
+            let Err(LockError::InvalidOptions { reason }) = check_whole_ms("ttl", value) else {
+                panic!("{value:?} should be refused");
+            };
+            assert!(
+                reason.starts_with("ttl is ") && reason.contains(shown),
+                "{reason}"
+            );
+            assert!(reason.contains(around), "{reason}");
+        }
+        assert!(check_whole_ms("ttl", Duration::from_millis(2)).is_ok());
     }
 
     #[test]
