@@ -263,7 +263,8 @@ impl LockGuard {
     /// the watchdog (if on) renews with the new TTL from then on.
     ///
     /// # Errors
-    /// - [`LockError::InvalidOptions`] when `ttl` is out of range (1 ms ..= 7 days).
+    /// - [`LockError::InvalidOptions`] when `ttl` is out of range (1 ms ..= 7 days) or not a
+    ///   whole number of milliseconds.
     /// - [`LockError::Lost`] when the lease was already known lost, or the key had expired, was
     ///   deleted, or holds another holder's token; the guard is then lost.
     /// - [`LockError::Closed`] when the manager was closed (it released the key).

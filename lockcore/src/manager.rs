@@ -38,10 +38,13 @@ use crate::shared::Shared;
 ///   cleanup); it never turns into [`LockError::Contended`].
 /// - Keys are the prefix (default `"lock:"`) followed by the caller's key, byte for byte.
 /// - Background work (the watchdog, hand-off wake-ups, releases of dropped guards) runs on the
-///   caller's tokio runtime, or on the one the manager was built on. A manager outlives a
-///   runtime that shuts down, but the connection made on that runtime breaks: the next command
-///   fails with [`LockError::Redis`] and the connection is re-made on the caller's runtime.
-///   With a runtime per test (`#[tokio::test]`), build a manager per test.
+///   caller's tokio runtime, or on the one the manager was built on. A manager outlives the
+///   runtime it was built on: once a runtime that made its connections has shut down (a
+///   `#[tokio::test]` ended), the next call re-makes them on the caller's runtime before it
+///   sends (no call fails), and the watchdog and the wake-up listener start again there; the
+///   check costs one atomic load per command. What was in flight on that runtime when it shut
+///   down ends with it. From outside any tokio runtime such a call fails with
+///   [`LockError::Redis`]. So one (default) manager serves a runtime per test.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), lockcore::LockError> {

@@ -34,7 +34,7 @@ use crate::protocol::messages::QueueTicket;
 use crate::protocol::value::LockValue;
 use crate::util::defer::OnDrop;
 use crate::util::escape::Escaped;
-use crate::util::time::validity;
+use crate::util::time::{Shown, validity};
 
 /// Where the locks live, and the runtime that background work falls back to. Cheap to clone
 /// (connections and the hand-off state are shared).
@@ -136,8 +136,10 @@ impl Backend {
         }
         Err(LockError::InvalidOptions {
             reason: format!(
-                "ttl is {ttl:?}; Redlock needs the validity (ttl minus the drift allowance of 1 % + 2 ms, here {:?}) to exceed the node timeout ({node_timeout:?})",
-                validity(ttl),
+                "ttl is {}; Redlock needs the validity (ttl minus the drift allowance of 1 % + 2 ms, here {}) to exceed the node timeout ({})",
+                Shown(ttl),
+                Shown(validity(ttl)),
+                Shown(node_timeout),
             ),
         })
     }
