@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::backend::AttemptRequest;
-use crate::backend::vote::Vote;
+use crate::backend::vote::{Released, Vote};
 use crate::backend::waiting::{Progress, Request, Won};
 use crate::error::LockError;
 use crate::guard::LockGuard;
@@ -331,9 +331,10 @@ impl LockManager {
     ///
     /// # Errors
     /// [`LockError::Redis`] (or, under Redlock, [`LockError::QuorumUnreachable`]) for the first
-    /// of this call's releases that could not be sent; every other guard is released anyway,
-    /// and a key that could not be released expires with its TTL (a background release is
-    /// retried until its TTL has passed, and `close` waits for it).
+    /// of this call's releases that could not be sent; every other guard is released anyway.
+    /// A release that failed is retried in the background and `close` waits for it: with Redis
+    /// unreachable it returns once the retries give up (16 attempts with backoff, never past
+    /// the lease's TTL), and the key expires with its TTL.
     pub async fn close(&self) -> Result<(), LockError> {
         // Everything up to the spawn happens at the first poll, before any `.await`.
         self.shared.backend.close();
@@ -404,24 +405,30 @@ impl LockManager {
 }
 
 /// Releases `leases`, taken from a closing manager's live ones, on their guards' behalf: each
-/// that is still held is marked closed and released (keeping its minimum hold).
+/// that is still held is marked closed and released (keeping its minimum hold). A release that
+/// failed, or that nodes which did not answer in time may still hold (Redlock), is retried in
+/// the background, among the releases the close waits for.
 async fn release_closed(shared: &Shared, leases: Vec<Arc<Lease>>) -> Result<(), LockError> {
     let releases = leases.into_iter().map(|lease| async move {
         if !lease.settle(LeaseStatus::Closed) {
             return Ok(());
         }
         telemetry::released(&lease, "closed");
-        shared
+        let hold = lease.hold_at_least;
+        let released = shared
             .backend
-            .release(
-                &lease.key,
-                &lease.value,
-                lease.ttl(),
-                None,
-                lease.hold_at_least,
-            )
-            .await
-            .map(|_| ())
+            .release(&lease.key, &lease.value, lease.ttl(), None, hold)
+            .await;
+        if !matches!(
+            released,
+            Ok(Released::Deleted | Released::Missing | Released::HeldByOther)
+        ) {
+            let (key, value) = (lease.key.clone(), lease.value.clone());
+            shared
+                .backend
+                .spawn_release_held(key, value, lease.ttl(), hold);
+        }
+        released.map(|_| ())
     });
     let released: Vec<Result<(), LockError>> = futures_util::future::join_all(releases).await;
     released.into_iter().collect()
