@@ -351,3 +351,30 @@ async fn live_renewals_drops_to_zero_when_close_releases() {
     );
     assert!(guard.release().await.is_ok());
 }
+
+/// A release of `close` that fails (the connection was reset under it) is retried, and `close`
+/// returns only once it landed: the key is gone when it returns, whatever it reports. Twin: the
+/// reset alone leaves the held key in place (it is the release that removes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_retries_a_release_that_failed() {
+    let server = RedisServer::start();
+    let mut raw = server.connection().await;
+    let proxy = FaultProxy::start(&server).await;
+    let locks = LockManager::builder()
+        .url(proxy.url())
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _guard = must_acquire(&locks, "reset-close", &held(30_000)).await;
+    proxy.reset_connections().await;
+    assert!(
+        pttl(&mut raw, &full("reset-close")).await > 20_000,
+        "the reset alone leaves the key"
+    );
+    let closed = locks.close().await;
+    let left = keys_of(&mut raw, "reset-close").await;
+    assert!(
+        left.is_empty(),
+        "close returned {closed:?} with {left:?} still held"
+    );
+}
