@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
+use crate::backend::Hold;
 use crate::backend::handoff::Handoff;
 use crate::backend::renew::{RenewItem, renew_on};
 use crate::backend::replicas::WaitForReplicas;
@@ -288,14 +289,15 @@ impl Single {
     /// the key withdraws from the waiter queue instead. A key found missing before `deadline`
     /// counts as deleted on a cluster: its client may have re-sent this release after a lost
     /// reply, and the first run deleted it. With `hold`, a key whose minimum hold (counted from
-    /// its `acquired_at`, by the server's clock) is not over is kept, its TTL cut to what is
-    /// left, and no waiter is handed it (`protocol/lua/hold.lua`).
+    /// its `acquired_at`, by the server's clock) is not over is kept for what is left of it
+    /// (at most the lease's TTL, also when the key still lives a hand-over's claim window), and
+    /// no waiter is handed it (`protocol/lua/hold.lua`).
     pub(crate) async fn release(
         &self,
         key: &str,
         value: &LockValue,
         deadline: Option<Instant>,
-        hold: Option<Duration>,
+        hold: Option<Hold>,
     ) -> redis::RedisResult<Released> {
         let (queue, entries) = keyspace::waiter_queue_keys(&self.key_prefix, key);
         let counter = keyspace::counter_key(&self.key_prefix, key, self.fencing_counter);
@@ -310,7 +312,7 @@ impl Single {
             None => &scripts::RELEASE_HANDOFF,
             Some(_) => &scripts::RELEASE_SHARE,
         };
-        let mut call = Call::new(script, 5, 7, bytes);
+        let mut call = Call::new(script, 5, 8, bytes);
         call.arg(key)
             .arg(&counter)
             .arg(&queue)
@@ -319,7 +321,8 @@ impl Single {
             .arg(value);
         // A share's release keeps no minimum: `hold_at_least` is refused for shares.
         if let (Some(hold), None) = (hold, value.share()) {
-            call.arg(duration_ms(hold));
+            call.arg(duration_ms(hold.at_least))
+                .arg(duration_ms(hold.ttl));
         }
         let reply = call.invoke::<i64>(&mut self.node.clone()).await?;
         let resent = self.node.resends_commands() && deadline.is_some_and(|d| Instant::now() < d);
