@@ -169,3 +169,41 @@ async fn the_watchdog_renews_the_lock_on_late_nodes() {
         .await
         .unwrap_or_else(|e| panic!("release: {e}"));
 }
+
+/// A release right after the acquire overtakes the slow nodes' `SET`s, which are still
+/// waiting for their connection and script: once every node has run what it was sent, none
+/// holds the released lock (each late `SET` that ran after the release was taken back), so no
+/// later contender finds it there until its TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_overtakes_the_late_sets_leaves_nothing_behind() {
+    let mut nodes = nodes(2).await;
+    let opts = LockOptions::new(Duration::from_secs(30)).wait(Duration::ZERO);
+    let guard = nodes
+        .manager
+        .try_acquire("late:released", &opts)
+        .await
+        .unwrap_or_else(|e| panic!("acquire: {e}"))
+        .unwrap_or_else(|| panic!("nobody else holds the key"));
+    let (key, value) = (guard.key().to_owned(), guard.stored_value().to_owned());
+    guard
+        .release()
+        .await
+        .unwrap_or_else(|e| panic!("release: {e}"));
+    // Polls (every 20 ms, at most `WITHIN`): the slow nodes run their requests within about
+    // ten round trips, and Redis gives no signal.
+    let started = Instant::now();
+    let on = loop {
+        for proxy in &nodes.proxies {
+            proxy.settled().await;
+        }
+        let on = holding(&mut nodes.raw, &key, &value).await;
+        if started.elapsed() > WITHIN {
+            break on;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        on.is_empty(),
+        "{WITHIN:?} after the release, nodes {on:?} still hold the released lock"
+    );
+}

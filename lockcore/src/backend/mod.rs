@@ -6,6 +6,7 @@
 pub(crate) mod backoff;
 mod cleanup;
 pub(crate) mod handoff;
+mod late;
 pub(crate) mod read;
 pub(crate) mod redlock;
 pub(crate) mod renew;

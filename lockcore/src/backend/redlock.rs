@@ -11,7 +11,9 @@
 //!    each within the node timeout (a request not yet on the wire, such as one waiting for
 //!    its connection or re-sent after `NOSCRIPT`, would be skipped once its caller is gone),
 //!    so the lock lives on every live node, not on a bare quorum that one restart without
-//!    persistence would break; the watchdog renews it on every node that holds it;
+//!    persistence would break; the watchdog renews it on every node that holds it, and a
+//!    release that overtakes a late request is followed by a clean-up on that node
+//!    (`late`);
 //! 3. validity = ttl − elapsed − (ttl·0.01 + 2 ms), measured on a monotonic clock from the
 //!    start of the attempt, saturating at zero; a win with less than one node timeout of
 //!    validity left counts as failed;
@@ -50,6 +52,7 @@ use futures_util::stream::FuturesUnordered;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
+use crate::backend::late::LateRounds;
 use crate::backend::renew::{RenewItem, renew_on};
 use crate::backend::vote::{Released, Vote};
 use crate::error::LockError;
@@ -66,6 +69,8 @@ pub(crate) struct Redlock {
     node_timeout: Option<Duration>,
     /// Where a won round's late requests finish when the caller has no runtime (see `spawn`).
     runtime: Handle,
+    /// The won rounds whose late requests still run, and whether their lock was released.
+    late: Arc<LateRounds>,
 }
 
 /// One node's reply in a round: its index, and `None` when it timed out.
@@ -78,6 +83,7 @@ impl Redlock {
             nodes,
             node_timeout,
             runtime,
+            late: Arc::default(),
         }
     }
 
@@ -130,15 +136,34 @@ impl Redlock {
         replies
     }
 
-    /// Finishes `late` (the replies a decided round did not await) in the background: their
-    /// requests are sent and run, each within the node timeout it was given, and their replies
-    /// are dropped.
-    fn finish<T: Send + 'static>(&self, mut late: FuturesUnordered<Reply<'static, T>>) {
+    /// Finishes `late`, the requests of a round won with `token` on `key` that the round did
+    /// not await, in the background: they are sent and run, each within the node timeout it
+    /// was given. A reply that comes after the lock's release (which may have overtaken the
+    /// request on its node: see `late`) is followed by a compare-and-delete on that node.
+    fn finish(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        mut late: FuturesUnordered<Reply<'static, redis::Value>>,
+    ) {
         if late.is_empty() {
             return;
         }
+        self.late.started(token);
+        let redlock = self.clone();
+        let (key, token) = (key.to_owned(), token.to_owned());
+        let limit = self.node_timeout(ttl);
         crate::util::spawn::background(&self.runtime, async move {
-            while late.next().await.is_some() {}
+            while let Some((index, _)) = late.next().await {
+                if let Some(hold) = redlock.late.released(&token) {
+                    let until = Instant::now() + limit;
+                    redlock
+                        .release_on(&key, &token, &[index], until, hold)
+                        .await;
+                }
+            }
+            redlock.late.ended(&token);
         });
     }
 
@@ -222,7 +247,7 @@ impl Redlock {
             // The other nodes take the lock too: it lives on every live node, not on a bare
             // quorum. A lost round drops them instead: the caller's clean-up follows on each
             // node's connection, and a request still unsent is then never sent.
-            self.finish(late);
+            self.finish(key, token, ttl, late);
             let fencing_token = minted.iter().flatten().copied().max().unwrap_or(0);
             if fenced {
                 self.raise_counters(counter_key, fencing_token, &minted, ttl)
@@ -326,6 +351,7 @@ impl Redlock {
         ttl: Duration,
         hold: Option<Duration>,
     ) -> Result<Released, LockError> {
+        self.late.release(token, hold);
         let (mut deleted, mut answered, mut late) = (0usize, 0usize, 0usize);
         // Every reply is awaited (the tally never decides early): nothing is left over.
         let _ = self
@@ -385,6 +411,7 @@ impl Redlock {
         until: Instant,
         hold: Option<Duration>,
     ) -> Vec<usize> {
+        self.late.release(token, hold);
         let calls = pending.iter().filter_map(|&index| {
             let mut node = self.nodes.get(index)?.clone();
             Some(async move {
