@@ -26,7 +26,7 @@ const LATENCY: Duration = Duration::from_millis(40);
 const WITHIN: Duration = Duration::from_secs(3);
 
 struct Nodes {
-    _servers: Vec<RedisServer>,
+    servers: Vec<RedisServer>,
     proxies: Vec<FaultProxy>,
     raw: Vec<MultiplexedConnection>,
     manager: LockManager,
@@ -53,7 +53,7 @@ async fn nodes(slow: usize) -> Nodes {
         .await
         .unwrap_or_else(|e| panic!("build a Redlock manager: {e}"));
     Nodes {
-        _servers: servers,
+        servers,
         proxies,
         raw,
         manager,
@@ -206,4 +206,38 @@ async fn a_release_that_overtakes_the_late_sets_leaves_nothing_behind() {
         on.is_empty(),
         "{WITHIN:?} after the release, nodes {on:?} still hold the released lock"
     );
+}
+
+/// Why it matters: node 0, one of the fast nodes that won the round, restarts without
+/// persistence and forgets the lock. The lock lives on every node, so four still hold it and a
+/// second client wins nothing. (On a bare quorum of nodes 0 to 2, the second client would win
+/// nodes 0, 3 and 4 while the first still holds the lock: `redlock.rs` shows that case.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_holder_node_restarting_without_persistence_leaves_the_lock_held() {
+    let mut nodes = nodes(2).await;
+    let opts = LockOptions::new(Duration::from_secs(20)).wait(Duration::ZERO);
+    let first = nodes
+        .manager
+        .try_acquire("late:restart", &opts)
+        .await
+        .unwrap_or_else(|e| panic!("acquire: {e}"))
+        .unwrap_or_else(|| panic!("nobody else holds the key"));
+    // Until every node holds it, at most `WITHIN`: the assertion is on the second client.
+    let on = held_everywhere(&mut nodes, &first, Instant::now()).await;
+    nodes.servers[0].restart();
+    let second = LockManager::builder()
+        .nodes(nodes.servers.iter().map(RedisServer::url))
+        .node_timeout(NODE_TIMEOUT)
+        .build()
+        .await
+        .unwrap_or_else(|e| panic!("build the second Redlock manager: {e}"));
+    let won = second
+        .try_acquire("late:restart", &opts)
+        .await
+        .unwrap_or_else(|e| panic!("the second client's attempt: {e}"));
+    assert!(
+        won.is_none(),
+        "after node 0 restarted, a second client won the lock that the first still holds (it was on nodes {on:?})"
+    );
+    assert!(first.is_held());
 }
