@@ -6,6 +6,8 @@
 pub(crate) mod backoff;
 mod cleanup;
 pub(crate) mod handoff;
+mod late;
+mod migration;
 pub(crate) mod read;
 pub(crate) mod redlock;
 pub(crate) mod renew;
