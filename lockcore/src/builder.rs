@@ -115,7 +115,9 @@ impl LockManager {
     /// wait 5 s). Same as `LockManager::builder().url(url).build().await`.
     ///
     /// # Errors
-    /// [`LockError::Redis`] when the URL is malformed or the node cannot be reached within the
+    /// [`LockError::InvalidOptions`] when the URL is malformed (the message shows it without
+    /// its password), is `rediss://` without the `tls` feature, or asks for `#insecure`, before
+    /// any network call; [`LockError::Redis`] when the node cannot be reached within the
     /// connection timeout (1 s by default).
     pub async fn connect(url: &str) -> Result<LockManager, LockError> {
         LockManager::builder().url(url).build().await
@@ -324,8 +326,9 @@ impl LockManagerBuilder {
             // past the response timeout would turn every lock call into a Redis timeout.
             return Err(LockError::InvalidOptions {
                 reason: format!(
-                    "wait_for_replicas timeout is {:?}; expected more than zero and less than the response timeout ({:?})",
-                    replicas.timeout, self.response_timeout
+                    "wait_for_replicas timeout is {}; expected more than zero and less than the response timeout ({})",
+                    crate::util::time::Shown(replicas.timeout),
+                    crate::util::time::Shown(self.response_timeout)
                 ),
             });
         }

@@ -3,11 +3,13 @@
 use std::time::Duration;
 
 use crate::util::escape::Escaped;
+use crate::util::time::Shown;
 
 /// The error type of every fallible call in this crate.
 ///
 /// `Display` shows keys with `{:?}`-style escapes for control characters (a key may come
-/// from request data); the `key` fields hold the key exactly.
+/// from request data); the `key` fields hold the key exactly. Durations in messages are
+/// rounded (`250µs`, `102ms`, `1.5s`); the fields hold them exactly.
 ///
 /// Match on the variant, or use the predicates [`is_contended`](Self::is_contended) and
 /// [`is_lost`](Self::is_lost). The enum is `#[non_exhaustive]`: later releases may add
@@ -18,7 +20,11 @@ pub enum LockError {
     /// The wait budget ([`LockOptions::wait`](crate::options::LockOptions::wait)) was spent while another
     /// holder kept the key. `waited` is the time spent inside `acquire`, measured on a monotonic
     /// clock.
-    #[error("lock `{}` is held by another holder; gave up after waiting {waited:?}", Escaped(.key))]
+    #[error(
+        "lock `{}` is held by another holder; gave up after waiting {}",
+        Escaped(.key),
+        Shown(*.waited)
+    )]
     Contended {
         /// The full Redis key, prefix included.
         key: String,

@@ -7,7 +7,9 @@ use crate::manager::LockManager;
 
 static DEFAULT_MANAGER: OnceCell<LockManager> = OnceCell::new();
 
-/// Sets the process-wide default manager. Call it once at start-up.
+/// Sets the process-wide default manager. Call it once at start-up. It serves every tokio
+/// runtime, also after the one it was built on has shut down (a runtime per `#[tokio::test]`):
+/// see [`LockManager`]'s runtime notes.
 ///
 /// # Errors
 /// [`LockError::DefaultManagerAlreadySet`] when a default manager is already set; the first

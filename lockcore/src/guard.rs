@@ -73,12 +73,6 @@ impl LockGuard {
             );
         }
         let live = shared.live.register(&lease);
-        // Won while the manager was closing, after its guards were released: released now.
-        if shared.live.is_closed() && lease.settle(LeaseStatus::Closed) {
-            shared
-                .backend
-                .spawn_release(lease.key.clone(), lease.value.clone(), lease.ttl());
-        }
         LockGuard {
             shared,
             lease,
@@ -86,6 +80,24 @@ impl LockGuard {
             promotion,
             released: false,
             _live: live,
+        }
+    }
+
+    /// Gives the lock back at once, without its minimum hold (no work ran under it): a guard
+    /// won while its manager was closing, which the acquire call does not hand out. The
+    /// compare-and-delete runs in the background, among the releases the manager's close waits
+    /// for; a lease that close took already is released by close.
+    pub(crate) fn give_back(mut self) {
+        self.renewal = None;
+        self.promotion = None;
+        self.released = true;
+        if self.lease.settle(LeaseStatus::Closed) {
+            telemetry::released(&self.lease, "closed");
+            self.shared.backend.spawn_release(
+                self.lease.key.clone(),
+                self.lease.value.clone(),
+                self.lease.ttl(),
+            );
         }
     }
 
@@ -183,8 +195,10 @@ impl LockGuard {
 
     /// Releases the lock with an atomic compare-and-delete, and stops its renewal. With
     /// [`LockOptions::hold_at_least`] the key is kept (still holding this token) until the
-    /// minimum after the acquire has passed by the server's clock, and deleted by its TTL then;
-    /// this counts as released. After the
+    /// minimum after the acquire has passed by the server's clock, and deleted by its TTL then
+    /// (also a lock handed over by the queue whose key still lives its claim window: the same
+    /// script sets the TTL to what is left of the minimum); this counts as released. Dropping
+    /// the guard and the manager's close keep the minimum the same way. After the
     /// manager's [`close`](crate::manager::LockManager::close) (which released the key already) it
     /// returns `Ok(())` with no network call.
     ///
@@ -205,12 +219,6 @@ impl LockGuard {
             // The manager's close released the key on this guard's behalf.
             self.released = true;
             return Ok(());
-        }
-        if self.lease.hold_at_least.is_some() && self.lease.is_provisional() {
-            // A hand-over's key lives its claim window until the first renewal, and the release
-            // never lengthens a key's TTL: promote it first, so that the minimum can be kept.
-            // A failed promotion leaves the release to report what it finds.
-            let _ = self.extend(self.lease.ttl()).await;
         }
         let released = self
             .shared
@@ -266,7 +274,8 @@ impl LockGuard {
     /// the watchdog (if on) renews with the new TTL from then on.
     ///
     /// # Errors
-    /// - [`LockError::InvalidOptions`] when `ttl` is out of range (1 ms ..= 7 days).
+    /// - [`LockError::InvalidOptions`] when `ttl` is out of range (1 ms ..= 7 days) or not a
+    ///   whole number of milliseconds.
     /// - [`LockError::Lost`] when the lease was already known lost, or the key had expired, was
     ///   deleted, or holds another holder's token; the guard is then lost.
     /// - [`LockError::Closed`] when the manager was closed (it released the key).

@@ -47,9 +47,9 @@
 //! | features | `features::{multi, semaphore, rwlock, reentrancy, idempotency, fenced, election, holder}` | what builds on the manager: several keys, semaphores and read-write locks, reentrancy, idempotency records, fenced resources, leader election, who holds a key |
 //! | API | `manager`, `builder`, `guard`, `global`, `shared` | the handles users hold |
 //! | leases | `lease::{state, watchdog, promotion, live, telemetry}` | a held lease and what keeps it: renewal, the first renewal after a hand-over, the manager's live leases, spans and metrics |
-//! | backend | `backend::{mod, topology, single, redlock, waiting, handoff, backoff, replicas, renew, vote, cleanup, round_trip, read, shares}` | single node or Redlock, told what to do: open a topology, acquire (the waiting loop runs the backend's plan: the fair queue with direct grant, or backoff), release, renew |
+//! | backend | `backend::{mod, topology, single, redlock, waiting, handoff, migration, late, backoff, replicas, renew, vote, cleanup, round_trip, read, shares}` | single node or Redlock, told what to do: open a topology, acquire (the waiting loop runs the backend's plan: the fair queue with direct grant, or backoff), release, renew |
 //! | protocol | `protocol::{keyspace, value, messages, fencing, scripts, lua, call, explain}` | the wire format: key and channel names, the lock value, the hand-off's messages, one Lua file per script (`protocol/lua/*.lua`) and the one way to call them |
-//! | transport | `transport::{connect, node, sentinel, tls, slot}` | connections (one server, Redis Cluster, a Sentinel-resolved primary), TLS, cluster slots; runs no lock script |
+//! | transport | `transport::{connect, node, runtime_watch, sentinel, tls, slot}` | connections (one server, Redis Cluster, a Sentinel-resolved primary) re-made on the caller's runtime once theirs shut down, TLS, cluster slots; runs no lock script |
 //! | base | `error`, `options`, `util::{time, escape, redact, defer, spawn}` | errors, options, and small helpers every layer uses |
 //!
 //! # Features

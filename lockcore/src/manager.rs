@@ -6,7 +6,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::backend::AttemptRequest;
-use crate::backend::vote::Vote;
+use crate::backend::vote::{Released, Vote};
 use crate::backend::waiting::{Progress, Request, Won};
 use crate::error::LockError;
 use crate::guard::LockGuard;
@@ -38,10 +38,13 @@ use crate::shared::Shared;
 ///   cleanup); it never turns into [`LockError::Contended`].
 /// - Keys are the prefix (default `"lock:"`) followed by the caller's key, byte for byte.
 /// - Background work (the watchdog, hand-off wake-ups, releases of dropped guards) runs on the
-///   caller's tokio runtime, or on the one the manager was built on. A manager outlives a
-///   runtime that shuts down, but the connection made on that runtime breaks: the next command
-///   fails with [`LockError::Redis`] and the connection is re-made on the caller's runtime.
-///   With a runtime per test (`#[tokio::test]`), build a manager per test.
+///   caller's tokio runtime, or on the one the manager was built on. A manager outlives the
+///   runtime it was built on: once a runtime that made its connections has shut down (a
+///   `#[tokio::test]` ended), the next call re-makes them on the caller's runtime before it
+///   sends (no call fails), and the watchdog and the wake-up listener start again there; the
+///   check costs one atomic load per command. What was in flight on that runtime when it shut
+///   down ends with it. From outside any tokio runtime such a call fails with
+///   [`LockError::Redis`]. So one (default) manager serves a runtime per test.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), lockcore::LockError> {
@@ -161,11 +164,50 @@ impl LockManager {
             mint: || self.new_value_as(opts, share),
         };
         let won = self.shared.backend.acquire(&request, probe).await?;
-        Ok(self.guard(key.clone(), won, opts))
+        self.guard(key.clone(), won, opts).await
     }
 
-    /// The guard of a lock `won` on `key`.
-    pub(crate) fn guard(&self, key: String, won: Won, opts: &LockOptions) -> LockGuard {
+    /// The guard of a lock `won` on `key`, unless the manager was closed meanwhile (see
+    /// [`admit`](Self::admit)).
+    ///
+    /// # Errors
+    /// [`LockError::Closed`], once the lock was given back.
+    pub(crate) async fn guard(
+        &self,
+        key: String,
+        won: Won,
+        opts: &LockOptions,
+    ) -> Result<LockGuard, LockError> {
+        let guard = self.new_guard(key, won, opts);
+        let mut admitted = self.admit(vec![guard]).await?;
+        admitted.pop().ok_or(LockError::Closed)
+    }
+
+    /// Hands `guards`, won by one acquire call, to the caller, unless the manager was closed
+    /// since the call started: then each is given back (released at once, without a minimum
+    /// hold: no work ran under it) and, once every release in flight has finished, the call
+    /// fails. So an acquire in flight across [`close`](Self::close) either holds what it
+    /// returns or leaves nothing behind. Cancel-safe: the releases are spawned first.
+    ///
+    /// # Errors
+    /// [`LockError::Closed`].
+    pub(crate) async fn admit(&self, guards: Vec<LockGuard>) -> Result<Vec<LockGuard>, LockError> {
+        // Each lease was registered among the live ones before this check: a close that
+        // drained them before took them (and releases them); one that drains them later finds
+        // the manager closed here.
+        if !self.shared.live.is_closed() {
+            return Ok(guards);
+        }
+        for guard in guards {
+            guard.give_back();
+        }
+        self.shared.backend.releases_settled().await;
+        Err(LockError::Closed)
+    }
+
+    /// The guard of a lock `won` on `key`, as it is won: [`admit`](Self::admit) decides
+    /// whether the caller gets it.
+    pub(crate) fn new_guard(&self, key: String, won: Won, opts: &LockOptions) -> LockGuard {
         let Won {
             value,
             fencing_token,
@@ -250,7 +292,7 @@ impl LockManager {
                     attempt_start,
                     claim: None,
                 };
-                Ok(Some(self.guard(key, won, opts)))
+                Ok(Some(self.guard(key, won, opts).await?))
             }
             Vote::Lost { .. } => Ok(None),
         }
@@ -262,11 +304,19 @@ impl LockManager {
     }
 
     /// Releases every live guard of this manager (a compare-and-delete of each, as its release
-    /// does, sent concurrently), stops its background work (the watchdog, whose leases are now
-    /// released; the hand-off listener; the Sentinel fail-over subscription), and makes every
-    /// later acquire on it, and on its clones, fail at once with [`LockError::Closed`]. A call
-    /// waiting in `acquire` ends with that error at its next re-check, and withdraws from the
-    /// queue. Idempotent: a second call releases nothing more.
+    /// does, sent concurrently; a job lock keeps its [minimum](LockOptions::hold_at_least)),
+    /// waits for every release still in flight (of guards dropped just before, of cancelled
+    /// acquires and attribute calls), stops its background work (the watchdog, whose leases are
+    /// now released; the hand-off listener; the Sentinel fail-over subscription), and makes
+    /// every later acquire on it, and on its clones, fail at once with [`LockError::Closed`]. A
+    /// call waiting in `acquire` ends with that error at its next re-check, and withdraws from
+    /// the queue; an acquire whose lock is won while the manager closes gives it back and
+    /// returns that error too (it never returns a guard that holds nothing). When `close`
+    /// returns, no release is in flight: the runtime may end.
+    ///
+    /// The work runs in a task it spawns on the runtime, so a `close` whose future is dropped
+    /// (a timeout around it) still releases everything; a second call waits for that work and
+    /// releases what was acquired since.
     ///
     /// The guards stay valid values: their [`release`](LockGuard::release) then returns
     /// `Ok(())` with no network call, [`is_held`](LockGuard::is_held) is `false`, and
@@ -287,30 +337,23 @@ impl LockManager {
     ///
     /// # Errors
     /// [`LockError::Redis`] (or, under Redlock, [`LockError::QuorumUnreachable`]) for the first
-    /// release that could not be sent; every other guard is released anyway, and a key that
-    /// could not be released expires with its TTL.
+    /// of this call's releases that could not be sent; every other guard is released anyway.
+    /// A release that failed is retried in the background and `close` waits for it: with Redis
+    /// unreachable it returns once the retries give up (16 attempts with backoff, never past
+    /// the lease's TTL), and the key expires with its TTL.
     pub async fn close(&self) -> Result<(), LockError> {
+        // Everything up to the spawn happens at the first poll, before any `.await`.
         self.shared.backend.close();
         let leases = self.shared.live.close();
-        let releases = leases.into_iter().map(|lease| async move {
-            if !lease.settle(LeaseStatus::Closed) {
-                return Ok(());
-            }
-            telemetry::released(&lease, "closed");
-            self.shared
-                .backend
-                .release(
-                    &lease.key,
-                    &lease.value,
-                    lease.ttl(),
-                    None,
-                    lease.hold_at_least,
-                )
-                .await
-                .map(|_| ())
+        let (done, released) = tokio::sync::oneshot::channel();
+        let shared = Arc::clone(&self.shared);
+        self.shared.backend.spawn_tracked(async move {
+            let _ = done.send(release_closed(&shared, leases).await);
         });
-        let released: Vec<Result<(), LockError>> = futures_util::future::join_all(releases).await;
-        released.into_iter().collect()
+        // The task dropped unrun: its runtime is shutting down, and this call with it.
+        let result = released.await.unwrap_or(Ok(()));
+        self.shared.backend.releases_settled().await;
+        result
     }
 
     pub(crate) fn checked_key(&self, key: &str, opts: &LockOptions) -> Result<String, LockError> {
@@ -327,7 +370,8 @@ impl LockManager {
     }
 
     /// How many leases of this manager the watchdog is renewing right now. Returns to zero once
-    /// every watchdog guard is released, dropped or lost.
+    /// every watchdog guard is released, dropped or lost, or the manager's
+    /// [`close`](Self::close) released them.
     pub fn live_renewals(&self) -> usize {
         self.shared.watchdog.live()
     }
@@ -364,4 +408,34 @@ impl LockManager {
                 .mint_share(opts.key_template_value(), share),
         }
     }
+}
+
+/// Releases `leases`, taken from a closing manager's live ones, on their guards' behalf: each
+/// that is still held is marked closed and released (keeping its minimum hold). A release that
+/// failed, or that nodes which did not answer in time may still hold (Redlock), is retried in
+/// the background, among the releases the close waits for.
+async fn release_closed(shared: &Shared, leases: Vec<Arc<Lease>>) -> Result<(), LockError> {
+    let releases = leases.into_iter().map(|lease| async move {
+        if !lease.settle(LeaseStatus::Closed) {
+            return Ok(());
+        }
+        telemetry::released(&lease, "closed");
+        let hold = lease.hold_at_least;
+        let released = shared
+            .backend
+            .release(&lease.key, &lease.value, lease.ttl(), None, hold)
+            .await;
+        if !matches!(
+            released,
+            Ok(Released::Deleted | Released::Missing | Released::HeldByOther)
+        ) {
+            let (key, value) = (lease.key.clone(), lease.value.clone());
+            shared
+                .backend
+                .spawn_release_held(key, value, lease.ttl(), hold);
+        }
+        released.map(|_| ())
+    });
+    let released: Vec<Result<(), LockError>> = futures_util::future::join_all(releases).await;
+    released.into_iter().collect()
 }

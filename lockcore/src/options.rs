@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::LockError;
+use crate::util::time::{Shown, check_whole_ms};
 
 /// How long a lease lasts, how long `acquire` may wait for it, and how it retries.
 ///
@@ -12,14 +13,14 @@ use crate::error::LockError;
 ///
 /// | option | default | range |
 /// |---|---|---|
-/// | [`ttl`](Self::ttl) | 30 s | 1 ms ..= [`MAX_TTL`](Self::MAX_TTL), whole milliseconds |
+/// | [`ttl`](Self::ttl) | 30 s | 1 ms ..= [`MAX_TTL`](Self::MAX_TTL), whole milliseconds (a remainder such as 1.5 ms is refused, not rounded) |
 /// | [`wait`](Self::wait) | 5 s | 0 ..= [`MAX_WAIT`](Self::MAX_WAIT); zero means one attempt |
 /// | [`retry_base`](Self::retry_base) | 50 ms | 1 ms ..= `retry_cap` |
 /// | [`retry_cap`](Self::retry_cap) | 1 s | `retry_base` ..= `MAX_WAIT` |
 /// | [`watchdog`](Self::watchdog) | off | renew the lease every ttl/3 while the guard lives |
 /// | [`max_hold`](Self::max_hold) | none | 1 ns ..= [`MAX_HOLD`](Self::MAX_HOLD); stop renewing after this long, the guard is then lost |
 /// | [`handoff`](Self::handoff) | on | queue fairly and be woken by the release (single node) instead of polling |
-/// | [`hold_at_least`](Self::hold_at_least) | none | 1 ms ..= `ttl`; a release keeps the key until this long after the acquire, by the server's clock |
+/// | [`hold_at_least`](Self::hold_at_least) | none | 1 ms ..= `ttl`, whole milliseconds; a release keeps the key until this long after the acquire, by the server's clock |
 ///
 /// ```
 /// use std::time::Duration;
@@ -213,8 +214,9 @@ impl LockOptions {
         match self.hold_at_least {
             Some(at_least) => Err(LockError::InvalidOptions {
                 reason: format!(
-                    "`{}`: hold_at_least ({at_least:?}) is for a plain (job) lock; {what}'s share keeps no minimum",
-                    crate::util::escape::Escaped(key)
+                    "`{}`: hold_at_least ({}) is for a plain (job) lock; {what}'s share keeps no minimum",
+                    crate::util::escape::Escaped(key),
+                    Shown(at_least)
                 ),
             }),
             None => Ok(()),
@@ -249,52 +251,56 @@ impl LockOptions {
         let invalid = |reason: String| Err(LockError::InvalidOptions { reason });
         if self.ttl < Duration::from_millis(1) {
             return invalid(format!(
-                "ttl is {:?}; expected at least 1 ms (Redis `PX` takes whole milliseconds)",
-                self.ttl
+                "ttl is {}; expected at least 1ms (Redis `PX` takes whole milliseconds)",
+                Shown(self.ttl)
             ));
         }
         if self.ttl > Self::MAX_TTL {
             return invalid(format!(
-                "ttl is {:?}; expected at most {:?}",
-                self.ttl,
-                Self::MAX_TTL
+                "ttl is {}; expected at most {}",
+                Shown(self.ttl),
+                Shown(Self::MAX_TTL)
             ));
         }
+        check_whole_ms("ttl", self.ttl)?;
         if self.wait > Self::MAX_WAIT {
             return invalid(format!(
-                "wait is {:?}; expected at most {:?}",
-                self.wait,
-                Self::MAX_WAIT
+                "wait is {}; expected at most {}",
+                Shown(self.wait),
+                Shown(Self::MAX_WAIT)
             ));
         }
         if let Some(max_hold) = self.max_hold
             && (max_hold.is_zero() || max_hold > Self::MAX_HOLD)
         {
             return invalid(format!(
-                "max_hold is {max_hold:?}; expected more than zero and at most {:?}",
-                Self::MAX_HOLD
+                "max_hold is {}; expected more than zero and at most {}",
+                Shown(max_hold),
+                Shown(Self::MAX_HOLD)
             ));
         }
-        if let Some(at_least) = self.hold_at_least
-            && (at_least < Duration::from_millis(1) || at_least > self.ttl)
-        {
-            return invalid(format!(
-                "hold_at_least is {at_least:?}; expected at least 1 ms and at most the ttl ({:?}): the ttl stays the upper bound",
-                self.ttl
-            ));
+        if let Some(at_least) = self.hold_at_least {
+            if at_least < Duration::from_millis(1) || at_least > self.ttl {
+                return invalid(format!(
+                    "hold_at_least is {}; expected at least 1ms and at most the ttl ({}): the ttl stays the upper bound",
+                    Shown(at_least),
+                    Shown(self.ttl)
+                ));
+            }
+            check_whole_ms("hold_at_least", at_least)?;
         }
         if self.retry_base < Duration::from_millis(1) {
             return invalid(format!(
-                "retry_base is {:?}; expected at least 1 ms",
-                self.retry_base
+                "retry_base is {}; expected at least 1ms",
+                Shown(self.retry_base)
             ));
         }
         if self.retry_cap < self.retry_base || self.retry_cap > Self::MAX_WAIT {
             return invalid(format!(
-                "retry_cap is {:?}; expected between retry_base ({:?}) and {:?}",
-                self.retry_cap,
-                self.retry_base,
-                Self::MAX_WAIT
+                "retry_cap is {}; expected between retry_base ({}) and {}",
+                Shown(self.retry_cap),
+                Shown(self.retry_base),
+                Shown(Self::MAX_WAIT)
             ));
         }
         Ok(())
@@ -382,6 +388,36 @@ mod tests {
                 .is_ok()
         );
     }
+
+    /// Redis takes whole milliseconds: a remainder of ttl or hold_at_least is refused, naming
+    /// the option (1.5 ms would have been a 1 ms lease).
+    #[test]
+    fn sub_millisecond_remainders_are_refused() {
+        let hold =
+            LockOptions::new(Duration::from_secs(1)).hold_at_least(Duration::from_micros(2_500));
+        for (name, o) in [
+            ("ttl", LockOptions::new(Duration::from_micros(1_500))),
+            ("hold_at_least", hold),
+        ] {
+            let Err(LockError::InvalidOptions { reason }) = o.validate() else {
+                panic!("{o:?} should be refused");
+            };
+            assert!(
+                reason.starts_with(name) && reason.contains("whole milliseconds"),
+                "{reason}"
+            );
+        }
+    }
+
+    /// Messages show durations rounded, never to the nanosecond.
+    #[test]
+    fn messages_show_durations_rounded() {
+        let o = LockOptions::new(LockOptions::MAX_TTL + Duration::from_millis(1));
+        let Err(LockError::InvalidOptions { reason }) = o.validate() else {
+            panic!("out of range");
+        };
+        assert_eq!(reason, "ttl is 604800.001s; expected at most 604800s");
+    }
 }
 
 /// Options, fuzzed (proptest, with shrinking).
@@ -390,6 +426,7 @@ mod proptests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::util::time::is_whole_ms;
 
     /// Durations around the edges of every range: zero, sub-millisecond, in range, above.
     fn duration() -> impl Strategy<Value = Duration> {
@@ -397,6 +434,7 @@ mod proptests {
             Just(Duration::ZERO),
             (0..1_000_000u64).prop_map(Duration::from_nanos),
             (1..10_000u64).prop_map(Duration::from_millis),
+            (1_000_001..10_000_000u64).prop_map(Duration::from_nanos),
             (0..=2 * LockOptions::MAX_TTL.as_secs()).prop_map(Duration::from_secs),
             Just(Duration::MAX),
         ]
@@ -427,6 +465,7 @@ mod proptests {
         fn validation_accepts_exactly_the_documented_ranges(o in options()) {
             let in_range = o.ttl >= Duration::from_millis(1)
                 && o.ttl <= LockOptions::MAX_TTL
+                && is_whole_ms(o.ttl)
                 && o.wait <= LockOptions::MAX_WAIT
                 && o.max_hold.is_none_or(|h| !h.is_zero() && h <= LockOptions::MAX_HOLD)
                 && o.retry_base >= Duration::from_millis(1)

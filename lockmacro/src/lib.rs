@@ -123,6 +123,11 @@ mod snapshot_tests;
 /// - `reentrant = false`: it fails at once with `LockError::AlreadyHeld { key }`.
 /// - A nested call whose keys are held only in part (or across several enclosing calls) fails
 ///   at once with `AlreadyHeld` too: acquiring the rest while holding some could deadlock.
+/// - A nested call re-enters only a hold that covers its kind: an exclusive hold (plain, job,
+///   `mode = "write"`, `keys`) covers every kind, a read share a read, a permit a permit of the
+///   same count. Otherwise (a write or plain lock inside a share, another permit count, a read
+///   inside permits, permits inside a read) it fails at once with `LockError::InvalidOptions`
+///   naming both kinds; its body does not run. The guide's attribute chapter has the table.
 ///
 /// The hold set is a tokio task-local that follows the body's future: a task started with
 /// `tokio::spawn` inside the body does not inherit it, and its locked calls wait like any

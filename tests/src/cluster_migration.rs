@@ -210,6 +210,31 @@ impl SlotMigration {
         }
     }
 
+    /// Abort the move, as `redis-cli --cluster fix` does for a slot with no key moved:
+    /// `CLUSTER SETSLOT STABLE` on the target and the source, which keeps serving the slot.
+    /// Keys already moved stay on the target, unreachable: abort only before
+    /// [`move_keys`](Self::move_keys).
+    ///
+    /// # Panics
+    ///
+    /// If a command fails (with the logs).
+    pub async fn abort(self, cluster: &RedisCluster) {
+        for node in [&self.to, &self.from] {
+            let cmd = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(self.slot)
+                .arg("STABLE")
+                .to_owned();
+            if let Err(e) = query_async::<()>(node.port(), &cmd).await {
+                cluster.fail(&format!(
+                    "CLUSTER SETSLOT {} STABLE on {}: {e}",
+                    self.slot,
+                    node.port()
+                ));
+            }
+        }
+    }
+
     async fn setslot(&self, cluster: &RedisCluster, node: &ClusterNode, state: &str, id: &str) {
         let cmd = redis::cmd("CLUSTER")
             .arg("SETSLOT")

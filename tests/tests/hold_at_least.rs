@@ -267,25 +267,44 @@ async fn the_attribute_skips_a_job_fired_within_its_minimum() {
     );
 }
 
-/// A job lock handed over by the queue and released at once keeps the key for its minimum
-/// after the grant, as a directly acquired one does (its lease was still the claim window: the
-/// release promotes it first). Twin: without the minimum the key is gone at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_handed_over_job_lock_keeps_its_minimum() {
-    let (_server, locks, mut raw) = start_with_manager().await;
+/// How a handed-over job lock ends.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    Release,
+    /// A panicking or cancelled job body.
+    Drop,
+    /// The manager's `close` (a shutdown while the job runs).
+    Close,
+}
+
+/// A job lock handed over by the queue (its key still lives the claim window) and ended at
+/// once by `end` keeps the key for its minimum after the grant, as a directly acquired one
+/// does. Twin: without the minimum the key is gone at once.
+async fn a_handed_over_job_lock_keeps_its_minimum(end: End) {
+    let server = RedisServer::start();
+    let locks = manager(&server).await;
+    let mut raw = server.connection().await;
     let key = full("job:handed");
     for hold_ms in [Some(2_000), None] {
         let holder = locks
             .acquire("job:handed", &job(5_000, None))
             .await
             .unwrap();
+        let waiting = manager(&server).await;
         let waiter = {
-            let locks = locks.clone();
+            let waiting = waiting.clone();
             tokio::spawn(async move {
                 let opts = job(5_000, hold_ms).wait(Duration::from_secs(3));
-                let guard = locks.acquire("job:handed", &opts).await.unwrap();
+                let guard = waiting.acquire("job:handed", &opts).await.unwrap();
                 let granted = Instant::now();
-                guard.release().await.unwrap();
+                match end {
+                    End::Release => guard.release().await.unwrap(),
+                    End::Drop => drop(guard),
+                    End::Close => {
+                        waiting.close().await.unwrap();
+                        drop(guard);
+                    }
+                }
                 granted
             })
         };
@@ -302,13 +321,28 @@ async fn a_handed_over_job_lock_keeps_its_minimum() {
         .map(|_| granted.elapsed());
         match hold_ms {
             Some(_) => assert!(
-                gone.is_some_and(|g| g >= Duration::from_millis(1_900)),
-                "the handed-over job lock was kept only {gone:?} of its 2 s minimum"
+                gone.is_some_and(|g| g >= Duration::from_millis(1_700)),
+                "{end:?}: the handed-over job lock was kept only {gone:?} of its 2 s minimum"
             ),
             None => assert!(
                 gone.is_some_and(|g| g < Duration::from_millis(400)),
-                "without a minimum the release deletes at once: {gone:?}"
+                "{end:?}: without a minimum the key is deleted at once: {gone:?}"
             ),
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_over_job_lock_keeps_its_minimum_when_released() {
+    a_handed_over_job_lock_keeps_its_minimum(End::Release).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_over_job_lock_keeps_its_minimum_when_dropped() {
+    a_handed_over_job_lock_keeps_its_minimum(End::Drop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_over_job_lock_keeps_its_minimum_when_closed() {
+    a_handed_over_job_lock_keeps_its_minimum(End::Close).await;
 }

@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use crate::error::LockError;
 use crate::features::multi::MultiGuard;
-use crate::features::reentrancy::{self, Enclosing};
+use crate::features::reentrancy::{self, Enclosing, Kind};
 use crate::guard::LockGuard;
 use crate::manager::LockManager;
 use crate::options::LockOptions;
@@ -118,16 +118,22 @@ pub struct Lock {
     owner: bool,
     /// The index in `hold` of this call's first key, for [`Lock::guard`].
     first: usize,
+    /// How this call holds its keys, for the nested calls of its body.
+    kind: Kind,
     on_lost: OnLost,
 }
 
 /// Acquires `keys` (rendered templates, without the prefix) in canonical order, or re-enters
-/// them when an enclosing call of this task holds them all.
+/// them when an enclosing call of this task holds them all, in a kind that covers this call's
+/// (an exclusive hold covers every kind; a read share a read; a permit a permit of the same
+/// count).
 ///
 /// # Errors
 /// `manager`'s error; [`LockError::AlreadyHeld`] at once when a key is held by an enclosing
-/// call and `reentrant` is off (or only part of the set is held); else as
-/// [`LockManager::acquire_many`].
+/// call and `reentrant` is off (or only part of the set is held);
+/// [`LockError::InvalidOptions`] at once, naming both kinds, when the enclosing hold does not
+/// cover this call's kind (a write or plain lock inside a share, another permit count, a read
+/// inside permits or permits inside a read); else as [`LockManager::acquire_many`].
 pub async fn lock<I>(
     manager: Result<LockManager, LockError>,
     keys: I,
@@ -197,6 +203,11 @@ where
         .iter()
         .map(|key| crate::protocol::keyspace::full_key(manager.key_prefix(), key))
         .collect::<Result<Vec<_>, _>>()?;
+    let kind = match share {
+        Some(Share::Permits(n)) => Kind::Permits(n),
+        Some(Share::Read) => Kind::Read,
+        None => Kind::Exclusive,
+    };
     let (hold, owner) = match reentrancy::enclosing(&manager, &full) {
         Enclosing::None => {
             let mut opts = options(&manager, &settings);
@@ -216,8 +227,14 @@ where
             };
             (Arc::new(hold), true)
         }
-        Enclosing::All(hold) if settings.reentrant => (hold, false),
-        Enclosing::All(_) => {
+        Enclosing::All { hold, kind: held } if settings.reentrant => {
+            if !held.covers(kind) {
+                let key = full.first().map(String::as_str).unwrap_or_default();
+                return Err(reentrancy::kind_mismatch(key, held, kind));
+            }
+            (hold, false)
+        }
+        Enclosing::All { .. } => {
             let key = full.into_iter().next().unwrap_or_default();
             return Err(LockError::AlreadyHeld { key });
         }
@@ -232,6 +249,7 @@ where
         hold,
         owner,
         first,
+        kind,
         on_lost: settings.on_lost,
     })
 }
@@ -270,7 +288,7 @@ impl Lock {
             }
         };
         let result = if self.owner {
-            reentrancy::holding(&self.manager, &self.hold, body).await
+            reentrancy::holding(&self.manager, &self.hold, self.kind, body).await
         } else {
             body.await
         };

@@ -4,6 +4,7 @@ use std::future::{Future, Ready, ready};
 
 use crate::error::LockError;
 use crate::util::escape::Escaped;
+use crate::util::time::Shown;
 
 use super::LockResult;
 
@@ -38,7 +39,7 @@ pub fn skip<R: LockResult + Skipped>(error: LockError, key_template: &'static st
             tracing::debug!(
                 key = %Escaped(&key),
                 key_template,
-                ?waited,
+                waited = %Shown(waited),
                 "`#[distributed_lock]` skipped the body: the lock is contended"
             );
             crate::lease::telemetry::contended_call(key_template, "skip");
@@ -57,7 +58,7 @@ pub fn fallback(error: &LockError, key_template: &'static str) -> bool {
     tracing::debug!(
         key = %Escaped(key),
         key_template,
-        ?waited,
+        waited = %Shown(*waited),
         "`#[distributed_lock]` called the fallback: the lock is contended"
     );
     crate::lease::telemetry::contended_call(key_template, "fallback");

@@ -1,13 +1,16 @@
 //! The background clean-up of lock values that may be left on a node: a failed or dropped
-//! acquire's, a dropped guard's, a release that could not be sent.
+//! acquire's, a dropped guard's, a release that could not be sent; and the count of those in
+//! flight, which the manager's close waits for.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::single::{BulkKey, Single};
-use crate::backend::{Backend, Kind};
+use crate::backend::{Backend, Hold, Kind};
 use crate::protocol::value::LockValue;
 use crate::util::defer::OnDrop;
 use crate::util::escape::Escaped;
@@ -55,10 +58,30 @@ impl Backend {
                 );
             })
         };
-        self.spawn(async move {
+        self.spawn_tracked(async move {
             backend.release_with_retries(&key, &value, ttl, hold).await;
             left_to_ttl.disarm();
         });
+    }
+
+    /// Spawns `task` (by the crate's one policy) as a release in flight: counted until it ends
+    /// or its runtime drops it, so that [`releases_settled`](Self::releases_settled) waits
+    /// for it.
+    pub(crate) fn spawn_tracked<F>(&self, task: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let tracked = self.in_flight.track();
+        self.spawn(async move {
+            task.await;
+            drop(tracked);
+        });
+    }
+
+    /// Completes once no release spawned by this backend is in flight (each is bounded: it
+    /// gives up once its TTL has passed, see `release_with_retries`). Cancel-safe.
+    pub(crate) async fn releases_settled(&self) {
+        self.in_flight.settled().await;
     }
 
     /// Compare-and-delete with retries, for background use. Redlock: every node is retried
@@ -80,12 +103,14 @@ impl Backend {
         };
         for _ in 0..16 {
             match &self.kind {
-                Kind::Single(single) => match single.release(key, value, None, hold).await {
-                    Ok(_) => return,
-                    Err(err) => {
-                        tracing::debug!(key = %Escaped(key), error = %err, "background release failed; retrying");
+                Kind::Single(single) => {
+                    match single.release(key, value, None, Hold::of(hold, ttl)).await {
+                        Ok(_) => return,
+                        Err(err) => {
+                            tracing::debug!(key = %Escaped(key), error = %err, "background release failed; retrying");
+                        }
                     }
-                },
+                }
                 Kind::Redlock(redlock) => {
                     pending = redlock
                         .release_on(key, value.as_str(), &pending, give_up_at, hold)
@@ -110,5 +135,68 @@ impl Backend {
             key = %Escaped(key),
             "background release gave up; the key expires with its TTL"
         );
+    }
+}
+
+/// The releases of one backend that are in flight (spawned and not ended).
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    count: watch::Sender<usize>,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        InFlight {
+            count: watch::Sender::new(0),
+        }
+    }
+}
+
+/// One release in flight; dropping it (the task ended or was dropped unrun) ends it.
+struct Tracked(Arc<InFlight>);
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0
+            .count
+            .send_modify(|count| *count = count.saturating_sub(1));
+    }
+}
+
+impl InFlight {
+    fn track(self: &Arc<Self>) -> Tracked {
+        self.count.send_modify(|count| *count += 1);
+        Tracked(Arc::clone(self))
+    }
+
+    async fn settled(&self) {
+        let mut count = self.count.subscribe();
+        // The sender lives in `self`: the wait ends only when the count is zero.
+        let _ = count.wait_for(|count| *count == 0).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn settled_waits_for_every_tracked_release_and_for_dropped_ones() {
+        let in_flight = Arc::new(InFlight::default());
+        in_flight.settled().await;
+        let (first, second) = (in_flight.track(), in_flight.track());
+        let waiting = {
+            let in_flight = Arc::clone(&in_flight);
+            tokio::spawn(async move { in_flight.settled().await })
+        };
+        tokio::task::yield_now().await;
+        drop(first);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "one release is still in flight");
+        drop(second);
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .unwrap_or_else(|_| panic!("settled once none is in flight"))
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }

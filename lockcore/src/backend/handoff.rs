@@ -34,8 +34,12 @@
 //!   `seq`), so a late one never starts a body on a lease that has lapsed.
 //! - **Declared keys.** Every key a queue script touches (the lock key, the fencing counter,
 //!   the queue and the entries) is passed in `KEYS` and shares the lock key's cluster slot, so
-//!   a script whose keys a slot migration has split fails before it writes (`TRYAGAIN`), and a
-//!   queued waiter waits that out within its budget.
+//!   during a slot migration a script fails before it writes (`TRYAGAIN`) rather than touch a
+//!   key on the wrong node. Redis refuses it whenever the node lacks a declared key, even
+//!   before any key has moved (the share set of a plain lock, an empty queue): a re-check then
+//!   goes again without the share set, so a queued waiter keeps refreshing its entry and its
+//!   turn, and what is still refused is waited out within the waiter's budget (see
+//!   `migration`).
 //! - **Economical.** All waiters of one manager share one pub/sub connection and one channel,
 //!   `<prefix>__wake__:<uuid>`, subscribed once when the manager is built (and re-opened in the
 //!   background if the connection is lost). The queue keys expire on their own when no waiter

@@ -6,6 +6,8 @@
 pub(crate) mod backoff;
 mod cleanup;
 pub(crate) mod handoff;
+mod late;
+mod migration;
 pub(crate) mod read;
 pub(crate) mod redlock;
 pub(crate) mod renew;
@@ -34,7 +36,7 @@ use crate::protocol::messages::QueueTicket;
 use crate::protocol::value::LockValue;
 use crate::util::defer::OnDrop;
 use crate::util::escape::Escaped;
-use crate::util::time::validity;
+use crate::util::time::{Shown, validity};
 
 /// Where the locks live, and the runtime that background work falls back to. Cheap to clone
 /// (connections and the hand-off state are shared).
@@ -44,12 +46,30 @@ pub(crate) struct Backend {
     runtime: Handle,
     /// Set by [`close`](Self::close): no acquire is made any more.
     closed: Arc<AtomicBool>,
+    /// The background releases in flight, which the manager's close waits for.
+    in_flight: Arc<cleanup::InFlight>,
 }
 
 #[derive(Clone)]
 enum Kind {
     Single(Single),
     Redlock(Redlock),
+}
+
+/// The minimum hold a release keeps a job lock's key for (`LockOptions::hold_at_least`), and
+/// the lease's TTL: the key may be kept that long even when it still lives a hand-over's
+/// shorter claim window (`protocol/lua/hold.lua`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hold {
+    pub(crate) at_least: Duration,
+    pub(crate) ttl: Duration,
+}
+
+impl Hold {
+    /// The hold of a lease with the minimum `at_least` (if any) and the TTL `ttl`.
+    pub(crate) fn of(at_least: Option<Duration>, ttl: Duration) -> Option<Hold> {
+        at_least.map(|at_least| Hold { at_least, ttl })
+    }
 }
 
 /// The request of one acquire attempt.
@@ -74,6 +94,7 @@ impl Backend {
             kind: Kind::Single(single),
             runtime,
             closed: Arc::default(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -83,6 +104,7 @@ impl Backend {
             kind: Kind::Redlock(redlock),
             runtime,
             closed: Arc::default(),
+            in_flight: Arc::default(),
         }
     }
 
@@ -136,8 +158,10 @@ impl Backend {
         }
         Err(LockError::InvalidOptions {
             reason: format!(
-                "ttl is {ttl:?}; Redlock needs the validity (ttl minus the drift allowance of 1 % + 2 ms, here {:?}) to exceed the node timeout ({node_timeout:?})",
-                validity(ttl),
+                "ttl is {}; Redlock needs the validity (ttl minus the drift allowance of 1 % + 2 ms, here {}) to exceed the node timeout ({})",
+                Shown(ttl),
+                Shown(validity(ttl)),
+                Shown(node_timeout),
             ),
         })
     }
@@ -326,7 +350,9 @@ impl Backend {
         hold: Option<Duration>,
     ) -> Result<Released, LockError> {
         match &self.kind {
-            Kind::Single(single) => Ok(single.release(key, value, deadline, hold).await?),
+            Kind::Single(single) => Ok(single
+                .release(key, value, deadline, Hold::of(hold, ttl))
+                .await?),
             Kind::Redlock(redlock) => redlock.release(key, value.as_str(), ttl, hold).await,
         }
     }

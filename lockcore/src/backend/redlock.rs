@@ -6,7 +6,14 @@
 //!    response timeout);
 //! 2. the attempt is won when a quorum of N/2 + 1 of the *configured* N answered "acquired"
 //!    (a node that errors or times out is a vote against; it never shrinks N); it ends as soon
-//!    as the quorum is won or can no longer be won, without waiting for the slowest node;
+//!    as the quorum is won or can no longer be won, without waiting for the slowest node. A
+//!    won round's requests to the other nodes are still sent and finished in the background,
+//!    each within the node timeout (a request not yet on the wire, such as one waiting for
+//!    its connection or re-sent after `NOSCRIPT`, would be skipped once its caller is gone),
+//!    so the lock lives on every live node, not on a bare quorum that one restart without
+//!    persistence would break; the watchdog renews it on every node that holds it, and a
+//!    release that overtakes a late request is followed by a clean-up on that node
+//!    (`late`);
 //! 3. validity = ttl − elapsed − (ttl·0.01 + 2 ms), measured on a monotonic clock from the
 //!    start of the attempt, saturating at zero; a win with less than one node timeout of
 //!    validity left counts as failed;
@@ -35,13 +42,17 @@
 //! then go back (Kleppmann, 2016): fencing under Redlock needs `appendfsync always` on every
 //! node.
 
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
+use tokio::runtime::Handle;
 use tokio::time::Instant;
 
+use crate::backend::late::LateRounds;
 use crate::backend::renew::{RenewItem, renew_on};
 use crate::backend::vote::{Released, Vote};
 use crate::error::LockError;
@@ -56,13 +67,23 @@ pub(crate) struct Redlock {
     nodes: Vec<Node>,
     /// Bound on each node's reply; `None`: ttl/10 of the lease at hand.
     node_timeout: Option<Duration>,
+    /// Where a won round's late requests finish when the caller has no runtime (see `spawn`).
+    runtime: Handle,
+    /// The won rounds whose late requests still run, and whether their lock was released.
+    late: Arc<LateRounds>,
 }
 
+/// One node's reply in a round: its index, and `None` when it timed out.
+type Reply<'a, T> =
+    Pin<Box<dyn Future<Output = (usize, Option<redis::RedisResult<T>>)> + Send + 'a>>;
+
 impl Redlock {
-    pub(crate) fn new(nodes: Vec<Node>, node_timeout: Option<Duration>) -> Self {
+    pub(crate) fn new(nodes: Vec<Node>, node_timeout: Option<Duration>, runtime: Handle) -> Self {
         Redlock {
             nodes,
             node_timeout,
+            runtime,
+            late: Arc::default(),
         }
     }
 
@@ -81,33 +102,69 @@ impl Redlock {
 
     /// Runs `call` on the nodes `to` selects, in parallel, each bounded by the node timeout,
     /// and feeds the replies to `tally` with the node's index as they come; `tally` returns
-    /// `true` when the outcome is decided. A timed-out node reports `None`.
-    async fn fan_out<T, F, Fut>(
+    /// `true` when the outcome is decided. A timed-out node reports `None`. Returns the replies
+    /// not awaited yet (dropping them drops their requests; see [`finish`](Self::finish)).
+    async fn fan_out<'a, T, F, Fut>(
         &self,
         ttl: Duration,
         to: impl Fn(usize) -> bool,
         call: F,
         mut tally: impl FnMut(usize, Option<redis::RedisResult<T>>) -> bool,
-    ) where
+    ) -> FuturesUnordered<Reply<'a, T>>
+    where
         F: Fn(Node) -> Fut,
-        Fut: Future<Output = redis::RedisResult<T>>,
+        Fut: Future<Output = redis::RedisResult<T>> + Send + 'a,
+        T: 'a,
     {
         let limit = self.node_timeout(ttl);
-        let mut replies: FuturesUnordered<_> = self
+        let mut replies: FuturesUnordered<Reply<'a, T>> = self
             .nodes
             .iter()
             .enumerate()
             .filter(|(index, _)| to(*index))
             .map(|(index, node)| {
                 let reply = call(node.clone());
-                async move { (index, tokio::time::timeout(limit, reply).await.ok()) }
+                Box::pin(async move { (index, tokio::time::timeout(limit, reply).await.ok()) })
+                    as Reply<'a, T>
             })
             .collect();
         while let Some((index, reply)) = replies.next().await {
             if tally(index, reply) {
-                return;
+                break;
             }
         }
+        replies
+    }
+
+    /// Finishes `late`, the requests of a round won with `token` on `key` that the round did
+    /// not await, in the background: they are sent and run, each within the node timeout it
+    /// was given. A reply that comes after the lock's release (which may have overtaken the
+    /// request on its node: see `late`) is followed by a compare-and-delete on that node.
+    fn finish(
+        &self,
+        key: &str,
+        token: &str,
+        ttl: Duration,
+        mut late: FuturesUnordered<Reply<'static, redis::Value>>,
+    ) {
+        if late.is_empty() {
+            return;
+        }
+        self.late.started(token);
+        let redlock = self.clone();
+        let (key, token) = (key.to_owned(), token.to_owned());
+        let limit = self.node_timeout(ttl);
+        crate::util::spawn::background(&self.runtime, async move {
+            while let Some((index, _)) = late.next().await {
+                if let Some(hold) = redlock.late.released(&token) {
+                    let until = Instant::now() + limit;
+                    redlock
+                        .release_on(&key, &token, &[index], until, hold)
+                        .await;
+                }
+            }
+            redlock.late.ended(&token);
+        });
     }
 
     /// One acquire round on all nodes; with `stamp`, each node stamps the value's `acquired_at`
@@ -135,54 +192,62 @@ impl Redlock {
         let ttl_ms = duration_ms(ttl);
         // `FencingCounter::Off`: the counter key is the lock key, and nothing is minted.
         let fenced = counter_key != key;
-        self.fan_out(
-            ttl,
-            |_| true,
-            |mut node| async move {
-                let mut call = Call::new(
-                    &scripts::ACQUIRE,
-                    2,
-                    5,
-                    key.len() + counter_key.len() + token.len(),
-                );
-                call.arg(key).arg(counter_key).arg(token).arg(ttl_ms);
-                if stamp {
-                    // Each node stamps its own clock: the minimum hold is measured per node.
-                    call.arg("1");
-                }
-                call.invoke::<redis::Value>(&mut node).await
-            },
-            |index, reply| {
-                let vote = reply.map(|reply| {
-                    reply
-                        .map_err(LockError::from)
-                        .and_then(|r| Vote::from_reply(r, fenced, key))
-                });
-                match vote {
-                    Some(Ok(Vote::Won { fencing_token, .. })) => {
-                        won += 1;
-                        minted[index] = Some(fencing_token);
-                    }
-                    Some(Ok(Vote::Lost { holder_ttl: ttl })) => {
-                        held += 1;
-                        if let Some(ttl) = ttl {
-                            holder_ttl = Some(holder_ttl.map_or(ttl, |t| t.min(ttl)));
+        let mut call = Call::new(
+            &scripts::ACQUIRE,
+            2,
+            5,
+            key.len() + counter_key.len() + token.len(),
+        );
+        call.arg(key).arg(counter_key).arg(token).arg(ttl_ms);
+        if stamp {
+            // Each node stamps its own clock: the minimum hold is measured per node.
+            call.arg("1");
+        }
+        // Owned by each node's request, which may outlive this round (see `finish`).
+        let call = Arc::new(call);
+        let late = self
+            .fan_out(
+                ttl,
+                |_| true,
+                |mut node| {
+                    let call = Arc::clone(&call);
+                    async move { call.invoke::<redis::Value>(&mut node).await }
+                },
+                |index, reply| {
+                    let vote = reply.map(|reply| {
+                        reply
+                            .map_err(LockError::from)
+                            .and_then(|r| Vote::from_reply(r, fenced, key))
+                    });
+                    match vote {
+                        Some(Ok(Vote::Won { fencing_token, .. })) => {
+                            won += 1;
+                            minted[index] = Some(fencing_token);
                         }
+                        Some(Ok(Vote::Lost { holder_ttl: ttl })) => {
+                            held += 1;
+                            if let Some(ttl) = ttl {
+                                holder_ttl = Some(holder_ttl.map_or(ttl, |t| t.min(ttl)));
+                            }
+                        }
+                        Some(Err(err @ LockError::NotALock { .. })) => {
+                            failed += 1;
+                            not_a_lock = Some(err);
+                        }
+                        Some(Err(_)) | None => failed += 1,
                     }
-                    Some(Err(err @ LockError::NotALock { .. })) => {
-                        failed += 1;
-                        not_a_lock = Some(err);
-                    }
-                    Some(Err(_)) | None => failed += 1,
-                }
-                won >= quorum || won + (n - won - held - failed) < quorum
-            },
-        )
-        .await;
+                    won >= quorum || won + (n - won - held - failed) < quorum
+                },
+            )
+            .await;
         if let Some(err) = not_a_lock {
             return Err(err);
         }
         if won >= quorum {
+            // The other nodes take the lock too: it lives on every live node, not on a bare
+            // quorum. A lost round drops them instead: the caller's clean-up follows on each
+            // node's connection, and a request still unsent is then never sent.
+            self.finish(key, token, ttl, late);
             let fencing_token = minted.iter().flatten().copied().max().unwrap_or(0);
             if fenced {
                 self.raise_counters(counter_key, fencing_token, &minted, ttl)
@@ -238,22 +303,25 @@ impl Redlock {
         if raised >= quorum {
             return Ok(());
         }
-        self.fan_out(
-            ttl,
-            |index| minted[index].is_some_and(|fence| fence != fencing_token),
-            |mut node| async move {
-                Call::new(&scripts::RAISE_COUNTER, 1, 2, counter_key.len())
-                    .arg(counter_key)
-                    .arg(fencing_token)
-                    .invoke::<i64>(&mut node)
-                    .await
-            },
-            |_, reply| {
-                raised += usize::from(matches!(reply, Some(Ok(_))));
-                raised >= quorum
-            },
-        )
-        .await;
+        // A raise still unsent once a quorum is raised is not needed: dropped.
+        drop(
+            self.fan_out(
+                ttl,
+                |index| minted[index].is_some_and(|fence| fence != fencing_token),
+                |mut node| async move {
+                    Call::new(&scripts::RAISE_COUNTER, 1, 2, counter_key.len())
+                        .arg(counter_key)
+                        .arg(fencing_token)
+                        .invoke::<i64>(&mut node)
+                        .await
+                },
+                |_, reply| {
+                    raised += usize::from(matches!(reply, Some(Ok(_))));
+                    raised >= quorum
+                },
+            )
+            .await,
+        );
         if raised >= quorum {
             Ok(())
         } else {
@@ -283,31 +351,34 @@ impl Redlock {
         ttl: Duration,
         hold: Option<Duration>,
     ) -> Result<Released, LockError> {
+        self.late.release(token, hold);
         let (mut deleted, mut answered, mut late) = (0usize, 0usize, 0usize);
-        self.fan_out(
-            ttl,
-            |_| true,
-            |mut node| async move {
-                let mut call = Call::new(&scripts::RELEASE, 1, 3, key.len() + token.len());
-                call.arg(key).arg(token);
-                if let Some(hold) = hold {
-                    call.arg(duration_ms(hold));
-                }
-                call.invoke::<i64>(&mut node).await
-            },
-            |_, reply| {
-                match reply {
-                    Some(Ok(n)) => {
-                        answered += 1;
-                        deleted += usize::from(n == 1);
+        // Every reply is awaited (the tally never decides early): nothing is left over.
+        let _ = self
+            .fan_out(
+                ttl,
+                |_| true,
+                |mut node| async move {
+                    let mut call = Call::new(&scripts::RELEASE, 1, 3, key.len() + token.len());
+                    call.arg(key).arg(token);
+                    if let Some(hold) = hold {
+                        call.arg(duration_ms(hold));
                     }
-                    Some(Err(_)) => {}
-                    None => late += 1,
-                }
-                false
-            },
-        )
-        .await;
+                    call.invoke::<i64>(&mut node).await
+                },
+                |_, reply| {
+                    match reply {
+                        Some(Ok(n)) => {
+                            answered += 1;
+                            deleted += usize::from(n == 1);
+                        }
+                        Some(Err(_)) => {}
+                        None => late += 1,
+                    }
+                    false
+                },
+            )
+            .await;
         let quorum = self.quorum();
         let unknown = self.nodes.len() - answered;
         if deleted >= quorum {
@@ -340,6 +411,7 @@ impl Redlock {
         until: Instant,
         hold: Option<Duration>,
     ) -> Vec<usize> {
+        self.late.release(token, hold);
         let calls = pending.iter().filter_map(|&index| {
             let mut node = self.nodes.get(index)?.clone();
             Some(async move {
@@ -378,21 +450,24 @@ impl Redlock {
             .unwrap_or(Duration::ZERO);
         let mut votes = vec![0usize; leases.len()];
         let mut answered = 0usize;
-        self.fan_out(
-            shortest,
-            |_| true,
-            |mut node| async move { renew_on(&mut node, leases).await },
-            |_, reply| {
-                if let Some(Ok(renewed)) = reply {
-                    answered += 1;
-                    for (vote, ok) in votes.iter_mut().zip(renewed) {
-                        *vote += usize::from(ok);
+        // Every node is awaited, also one that did not answer the acquire in time but holds
+        // the lock now; nothing is left over.
+        let _ = self
+            .fan_out(
+                shortest,
+                |_| true,
+                |mut node| async move { renew_on(&mut node, leases).await },
+                |_, reply| {
+                    if let Some(Ok(renewed)) = reply {
+                        answered += 1;
+                        for (vote, ok) in votes.iter_mut().zip(renewed) {
+                            *vote += usize::from(ok);
+                        }
                     }
-                }
-                false
-            },
-        )
-        .await;
+                    false
+                },
+            )
+            .await;
         self.settle(answered)?;
         let quorum = self.quorum();
         Ok(votes.into_iter().map(|v| v >= quorum).collect())

@@ -7,7 +7,9 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
+use crate::backend::Hold;
 use crate::backend::handoff::Handoff;
+use crate::backend::migration::wait_out;
 use crate::backend::renew::{RenewItem, renew_on};
 use crate::backend::replicas::WaitForReplicas;
 use crate::backend::vote::{Released, Vote, check_kind};
@@ -66,6 +68,9 @@ pub(crate) struct Single {
     /// Where the manager's fencing counter lives: a release mints a waiter's token with it.
     pub(super) fencing_counter: FencingCounter,
     pub(super) replicas: Option<WaitForReplicas>,
+    /// How long a call Redis Cluster refuses during a slot migration is sent again (see
+    /// `migration`).
+    pub(super) response_timeout: Duration,
 }
 
 impl Single {
@@ -102,6 +107,7 @@ impl Single {
             key_prefix,
             fencing_counter,
             replicas,
+            response_timeout,
         }
     }
 
@@ -160,20 +166,34 @@ impl Single {
             + shares_key.as_ref().map_or(0, String::len)
             + value.as_str().len()
             + ticket.len();
-        let keys = 4 + usize::from(shares_key.is_some());
-        let mut call = Call::new(&scripts::ACQUIRE_QUEUED, keys, keys + 4, bytes);
-        call.arg(key)
-            .arg(counter_key)
-            .arg(&queue_key)
-            .arg(&entries_key);
-        if let Some(shares_key) = &shares_key {
-            call.arg(shares_key);
+        let call = |shares_key: Option<&String>| {
+            let keys = 4 + usize::from(shares_key.is_some());
+            let mut call = Call::new(&scripts::ACQUIRE_QUEUED, keys, keys + 4, bytes);
+            call.arg(key)
+                .arg(counter_key)
+                .arg(&queue_key)
+                .arg(&entries_key);
+            if let Some(shares_key) = shares_key {
+                call.arg(shares_key);
+            }
+            call.arg(value).arg(duration_ms(ttl)).arg(&ticket);
+            if stamp {
+                call.arg("1");
+            }
+            call
+        };
+        let fenced = counter_key != key;
+        match self
+            .send_acquire(call(shares_key.as_ref()), fenced, key, None)
+            .await
+        {
+            // A slot migration refuses the missing share set of a plain lock: the re-check
+            // without it still refreshes the waiter's entry (see `migration`).
+            Err(err) if shares_key.is_some() && err.script_never_ran() => {
+                self.send_acquire(call(None), fenced, key, None).await
+            }
+            vote => vote,
         }
-        call.arg(value).arg(duration_ms(ttl)).arg(&ticket);
-        if stamp {
-            call.arg("1");
-        }
-        self.send_acquire(call, counter_key != key, key, None).await
     }
 
     /// Sends an acquire script `call` on `key` (with `WAIT`, when the manager waits for
@@ -288,40 +308,35 @@ impl Single {
     /// the key withdraws from the waiter queue instead. A key found missing before `deadline`
     /// counts as deleted on a cluster: its client may have re-sent this release after a lost
     /// reply, and the first run deleted it. With `hold`, a key whose minimum hold (counted from
-    /// its `acquired_at`, by the server's clock) is not over is kept, its TTL cut to what is
-    /// left, and no waiter is handed it (`protocol/lua/hold.lua`).
+    /// its `acquired_at`, by the server's clock) is not over is kept for what is left of it
+    /// (at most the lease's TTL, also when the key still lives a hand-over's claim window), and
+    /// no waiter is handed it (`protocol/lua/hold.lua`). During a slot migration a refused call
+    /// is narrowed or sent again, for at most the response timeout and never past `deadline`
+    /// (see `migration`).
+    ///
+    /// # Errors
+    /// [`LockError::Redis`] when the call fails (or is still refused by the cluster).
     pub(crate) async fn release(
         &self,
         key: &str,
         value: &LockValue,
         deadline: Option<Instant>,
-        hold: Option<Duration>,
-    ) -> redis::RedisResult<Released> {
-        let (queue, entries) = keyspace::waiter_queue_keys(&self.key_prefix, key);
-        let counter = keyspace::counter_key(&self.key_prefix, key, self.fencing_counter);
-        let shares = keyspace::shares_key(&self.key_prefix, key);
-        let bytes = key.len()
-            + counter.len()
-            + queue.len()
-            + entries.len()
-            + shares.len()
-            + value.as_str().len();
-        let script = match value.share() {
-            None => &scripts::RELEASE_HANDOFF,
-            Some(_) => &scripts::RELEASE_SHARE,
-        };
-        let mut call = Call::new(script, 5, 7, bytes);
-        call.arg(key)
-            .arg(&counter)
-            .arg(&queue)
-            .arg(&entries)
-            .arg(&shares)
-            .arg(value);
-        // A share's release keeps no minimum: `hold_at_least` is refused for shares.
-        if let (Some(hold), None) = (hold, value.share()) {
-            call.arg(duration_ms(hold));
-        }
-        let reply = call.invoke::<i64>(&mut self.node.clone()).await?;
+        hold: Option<Hold>,
+    ) -> Result<Released, LockError> {
+        let until = self.refusals_until(deadline);
+        let reply = wait_out(until, || async {
+            let full = self.release_call(key, value, hold, true);
+            match full.invoke::<i64>(&mut self.node.clone()).await {
+                Err(err) => match LockError::from(err) {
+                    refused if refused.script_never_ran() => {
+                        self.release_narrower(key, value, hold, refused).await
+                    }
+                    err => Err(err),
+                },
+                Ok(reply) => Ok(reply),
+            }
+        })
+        .await?;
         let resent = self.node.resends_commands() && deadline.is_some_and(|d| Instant::now() < d);
         Ok(match reply {
             1 => Released::Deleted,
@@ -350,19 +365,24 @@ impl Single {
 
     /// Compare-and-`PEXPIRE` of every `(key, token, ttl)` of one
     /// [`renewal_groups`](Self::renewal_groups) group, in one script call; see
-    /// [`renew_on`] for the entries.
+    /// [`renew_on`] for the entries. During a slot migration a refused call is sent again for at most the response timeout
+    /// (see `migration`).
     ///
     /// # Errors
     /// [`LockError::Redis`] when the call fails.
     pub(crate) async fn renew(&self, leases: &[RenewItem<'_>]) -> Result<Vec<bool>, LockError> {
-        if !leases.iter().any(|(_, arg, _)| share_of(arg).is_some()) {
-            return Ok(renew_on(&mut self.node.clone(), leases).await?);
-        }
-        self.renew_mixed(leases).await
+        wait_out(self.refusals_until(None), || async {
+            if !leases.iter().any(|(_, arg, _)| share_of(arg).is_some()) {
+                return Ok(renew_on(&mut self.node.clone(), leases).await?);
+            }
+            self.renew_mixed(leases).await
+        })
+        .await
     }
 
     /// [`renew`](Self::renew) of one lease by an extend; with `wait_for_replicas`, the renewal
-    /// script and `WAIT` go in one pipeline.
+    /// script and `WAIT` go in one pipeline (sent again, as a renewal, while a slot migration
+    /// refuses it).
     ///
     /// # Errors
     /// [`LockError::Redis`], or [`LockError::NotReplicated`] after an extend that too few
@@ -389,7 +409,10 @@ impl Single {
             call.arg(key);
         }
         call.arg(token).arg(duration_ms(ttl));
-        let (renewed, acked): (Vec<i64>, usize) = replicas.invoke(&self.node, &call, key).await?;
+        let (renewed, acked): (Vec<i64>, usize) = wait_out(self.refusals_until(None), || {
+            replicas.invoke(&self.node, &call, key)
+        })
+        .await?;
         let extended = renewed.first() == Some(&1);
         if extended {
             replicas.check(key, acked)?;

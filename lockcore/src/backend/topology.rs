@@ -86,7 +86,7 @@ impl Topology {
                     .map(|url| Node::lazy(client(url, options)?, options))
                     .collect::<Result<Vec<Node>, LockError>>()?;
                 let counter = counter(settings.fencing_counter, false)?;
-                let redlock = Redlock::new(nodes, settings.node_timeout);
+                let redlock = Redlock::new(nodes, settings.node_timeout, runtime.clone());
                 return Ok((Backend::redlock(redlock, runtime), counter));
             }
             Topology::Nodes(urls) => Node::plain(client(&urls[0], options)?, options).await?,

@@ -188,12 +188,12 @@ impl LockManager {
                     attempt_start,
                     claim: None,
                 };
-                let guard = self.guard(key, won, opts);
+                let guard = self.new_guard(key, won, opts);
                 probe.finish(Ok(Some(fencing_token)));
                 guard
             })
             .collect();
-        Ok(Some(guards))
+        Ok(Some(self.admit(guards).await?))
     }
 
     /// Acquires the locks on every key of `keys` (the manager's prefix is put in front of each),

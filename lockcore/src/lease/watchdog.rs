@@ -121,9 +121,14 @@ impl Watchdog {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The number of leases being renewed.
+    /// The number of leases being renewed: registered and still held (a lease released by
+    /// the manager's close, or lost, leaves the registry only at the scheduler's next plan).
     pub(crate) fn live(&self) -> usize {
-        self.lock().entries.len()
+        self.lock()
+            .entries
+            .values()
+            .filter(|entry| entry.lease.is_held())
+            .count()
     }
 
     /// Starts renewing `lease` until the returned registration is dropped.

@@ -37,11 +37,30 @@ fn uses_tls(url: &str) -> bool {
     })
 }
 
+/// Whether `url` ends in the fragment `#insecure` (any case). redis-rs honours it on a TLS URL
+/// (certificate checks off) and ignores it on a plain one, where it is refused all the same:
+/// whoever wrote it expects something lockcore never does.
+fn asks_insecure(url: &str) -> bool {
+    url.rsplit_once('#')
+        .is_some_and(|(_, fragment)| fragment.eq_ignore_ascii_case("insecure"))
+}
+
+/// The refusal of a URL that asks for `#insecure`, naming it without its password.
+fn insecure_refused(url: &str) -> LockError {
+    LockError::InvalidOptions {
+        reason: format!(
+            "the URL `{}` asks for `#insecure`, which turns the server's certificate check off; lockcore always verifies it: remove the fragment, and trust a private CA with `tls_root_ca_pem`",
+            redact_url(url)
+        ),
+    }
+}
+
 /// The connection info for `url`, with the builder's TCP settings.
 ///
 /// # Errors
 /// [`LockError::InvalidOptions`] for a malformed URL (the message shows the URL without
-/// its password), a `rediss://` URL without the `tls` feature, or one with `#insecure`.
+/// its password), a `rediss://` URL without the `tls` feature, or any URL with `#insecure`
+/// (`redis://` too).
 pub(crate) fn connection_info(
     url: &str,
     options: &ConnectOptions,
@@ -50,6 +69,9 @@ pub(crate) fn connection_info(
     // if it were malformed.
     if uses_tls(url) {
         crate::transport::tls::ensure_supported(url)?;
+    }
+    if asks_insecure(url) {
+        return Err(insecure_refused(url));
     }
     let info = url
         .into_connection_info()
@@ -64,12 +86,7 @@ pub(crate) fn connection_info(
     if let redis::ConnectionAddr::TcpTls { insecure, .. } = info.addr() {
         // Whatever redis-rs features another crate turns on: certificates are always checked.
         if *insecure {
-            return Err(LockError::InvalidOptions {
-                reason: format!(
-                    "the URL `{}` asks for `#insecure`, which turns the server's certificate check off; lockcore always verifies it: remove the fragment, and trust a private CA with `tls_root_ca_pem`",
-                    redact_url(url)
-                ),
-            });
+            return Err(insecure_refused(url));
         }
     }
     Ok(info)
@@ -170,6 +187,25 @@ mod tests {
                 "{url}"
             );
         }
+    }
+
+    /// `#insecure` is refused on a plain `redis://` URL too (redis-rs would ignore it), naming
+    /// the URL without its password; the same URL without the fragment passes.
+    #[test]
+    fn insecure_is_refused_on_a_plain_url() {
+        for url in [
+            "redis://127.0.0.1:7391/#insecure",
+            "redis://app:s3cret@127.0.0.1:7391/0#INSECURE",
+            "valkey://127.0.0.1:7391/#insecure",
+        ] {
+            let Err(LockError::InvalidOptions { reason }) = connection_info(url, &options()) else {
+                panic!("{url}: expected InvalidOptions");
+            };
+            assert!(reason.contains("`#insecure`"), "{url}: {reason}");
+            assert!(reason.contains("127.0.0.1:7391"), "{url}: {reason}");
+            assert!(!reason.contains("s3cret"), "{url}: {reason}");
+        }
+        assert!(connection_info("redis://app:s3cret@127.0.0.1:7391/0", &options()).is_ok());
     }
 
     /// A malformed URL is still called malformed, and a plain one passes.

@@ -4,16 +4,23 @@
 //! leases share a call is the backend's choice). It implements redis-rs' [`ConnectionLike`], so
 //! a script call (EVALSHA with the NOSCRIPT fallback, see `scripts::Call`) works the same on
 //! every kind.
+//!
+//! A node outlives the runtime that made it: once that runtime has shut down (its connection's
+//! I/O tasks died with it, see [`RuntimeWatch`]), the next command re-makes the connection on
+//! the caller's runtime before it sends ([`Revival`]). While the runtime runs, that costs one
+//! atomic load per command.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Client, Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
 
 use crate::error::LockError;
 use crate::transport::connect::{ConnectOptions, connection_infos, manager_config};
+use crate::transport::runtime_watch::{RuntimeWatch, on_a_runtime};
 use crate::transport::sentinel::SentinelPrimary;
 use crate::transport::slot;
 
@@ -30,6 +37,85 @@ pub(crate) struct Node {
     name: Arc<str>,
     /// Where its wake-up subscriptions connect.
     subscriber: Subscriber,
+    /// How `conn` is re-made once its runtime shut down; `None` under Sentinel, whose primary
+    /// re-makes its own connection.
+    revival: Option<Arc<Revival>>,
+}
+
+/// A node's connection re-made on the caller's runtime, once the runtime that made the one
+/// before has shut down. Shared by the node's clones.
+struct Revival {
+    /// The runtime the node's first connection (`Node::conn`) was made on.
+    built_on: RuntimeWatch,
+    remake: Remake,
+    /// The connection re-made last, and the runtime it was made on.
+    current: RwLock<Option<(Conn, RuntimeWatch)>>,
+    /// One re-making at a time (a cluster connection is made with a round trip).
+    remaking: tokio::sync::Mutex<()>,
+}
+
+/// What a connection is re-made from.
+enum Remake {
+    Plain(Client, ConnectionManagerConfig),
+    Cluster(ClusterClient),
+}
+
+impl Revival {
+    fn new(remake: Remake) -> Option<Arc<Revival>> {
+        Some(Arc::new(Revival {
+            built_on: RuntimeWatch::current(),
+            remake,
+            current: RwLock::new(None),
+            remaking: tokio::sync::Mutex::new(()),
+        }))
+    }
+
+    /// The connection re-made last, while its runtime runs.
+    fn live(&self) -> Option<Conn> {
+        // Swapped whole, never left half-written: a poisoned lock still holds a valid value.
+        let current = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        current
+            .as_ref()
+            .filter(|(_, runtime)| !runtime.shut_down())
+            .map(|(conn, _)| conn.clone())
+    }
+
+    /// A connection made on a runtime that runs: the one re-made last, or a new one made on
+    /// the caller's runtime.
+    ///
+    /// # Errors
+    /// The cluster's connection error; a client error when the caller runs on no tokio
+    /// runtime (there is nothing to run a connection's I/O on).
+    async fn conn(&self) -> redis::RedisResult<Conn> {
+        if let Some(conn) = self.live() {
+            return Ok(conn);
+        }
+        let _one_at_a_time = self.remaking.lock().await;
+        if let Some(conn) = self.live() {
+            return Ok(conn);
+        }
+        if !on_a_runtime() {
+            return Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "the runtime this lock manager's connection was made on has shut down",
+                "call the manager from inside a tokio runtime, which it then reconnects on"
+                    .to_owned(),
+            )));
+        }
+        let conn = match &self.remake {
+            Remake::Plain(client, config) => Conn::Plain(ConnectionManager::new_lazy_with_config(
+                client.clone(),
+                config.clone(),
+            )?),
+            Remake::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+        };
+        tracing::debug!(
+            "the runtime of a lock node's connection shut down; reconnected on the caller's runtime"
+        );
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) =
+            Some((conn.clone(), RuntimeWatch::current()));
+        Ok(conn)
+    }
 }
 
 /// The connection of a [`Node`].
@@ -89,13 +175,15 @@ impl Node {
     /// The connection's error, naming the server.
     pub(crate) async fn plain(client: Client, options: &ConnectOptions) -> Result<Node, LockError> {
         let name = name_of(&client);
-        let conn = ConnectionManager::new_with_config(client.clone(), manager_config(options))
+        let config = manager_config(options);
+        let conn = ConnectionManager::new_with_config(client.clone(), config.clone())
             .await
             .map_err(|e| from_node(e, &name))?;
         Ok(Node {
             conn: Conn::Plain(conn),
             name,
-            subscriber: Subscriber::Fixed(vec![client]),
+            subscriber: Subscriber::Fixed(vec![client.clone()]),
+            revival: Revival::new(Remake::Plain(client, config)),
         })
     }
 
@@ -106,12 +194,13 @@ impl Node {
     /// A client redis-rs refuses.
     pub(crate) fn lazy(client: Client, options: &ConnectOptions) -> Result<Node, LockError> {
         let name = name_of(&client);
-        let conn =
-            ConnectionManager::new_lazy_with_config(client.clone(), manager_config(options))?;
+        let config = manager_config(options);
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
         Ok(Node {
             conn: Conn::Plain(conn),
             name,
-            subscriber: Subscriber::Fixed(vec![client]),
+            subscriber: Subscriber::Fixed(vec![client.clone()]),
+            revival: Revival::new(Remake::Plain(client, config)),
         })
     }
 
@@ -158,6 +247,7 @@ impl Node {
             conn: Conn::Cluster(conn),
             name,
             subscriber,
+            revival: Revival::new(Remake::Cluster(client)),
         })
     }
 
@@ -167,6 +257,16 @@ impl Node {
             subscriber: Subscriber::Sentinel(primary.clone()),
             conn: Conn::Sentinel(primary),
             name: format!("primary `{master_name}` through Sentinel").into(),
+            revival: None,
+        }
+    }
+
+    /// The connection re-made on the caller's runtime when the one this node was made with
+    /// died with its runtime; `None` (use `conn`) while that runtime runs: one atomic load.
+    async fn revived(&self) -> redis::RedisResult<Option<Conn>> {
+        match &self.revival {
+            Some(revival) if revival.built_on.shut_down() => revival.conn().await.map(Some),
+            _ => Ok(None),
         }
     }
 
@@ -218,18 +318,18 @@ impl Node {
         key: &[u8],
         cmd: Cmd,
     ) -> redis::RedisResult<T> {
-        match &mut self.conn {
-            Conn::Cluster(conn) => {
-                let route = Route::with_key(key, SlotAddr::Master);
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-                let value = conn
-                    .route_command(cmd, routing)
-                    .await
-                    .map_err(|e| from_node(e, &self.name))?;
-                Ok(T::from_redis_value(value)?)
-            }
-            Conn::Plain(_) | Conn::Sentinel(_) => cmd.query_async(self).await,
+        let revived = self.revived().await.map_err(|e| from_node(e, &self.name))?;
+        if let Conn::Cluster(conn) = revived.as_ref().unwrap_or(&self.conn) {
+            let route = Route::with_key(key, SlotAddr::Master);
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
+            let value = conn
+                .clone()
+                .route_command(cmd, routing)
+                .await
+                .map_err(|e| from_node(e, &self.name))?;
+            return Ok(T::from_redis_value(value)?);
         }
+        cmd.query_async(self).await
     }
 
     /// Runs `pipeline` on one connection to the server that serves `key` (on a cluster, the
@@ -240,7 +340,8 @@ impl Node {
         key: &str,
     ) -> redis::RedisResult<Vec<Value>> {
         let count = pipeline.len();
-        match &self.conn {
+        let revived = self.revived().await.map_err(|e| from_node(e, &self.name))?;
+        match revived.as_ref().unwrap_or(&self.conn) {
             Conn::Cluster(conn) => {
                 let route = SingleNodeRoutingInfo::SpecificNode(Route::new(
                     slot::key_hash_slot(key.as_bytes()),
@@ -266,7 +367,8 @@ fn name_of(client: &Client) -> Arc<str> {
 impl ConnectionLike for Node {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let reply = match &mut self.conn {
+            let mut revived = self.revived().await.map_err(|e| from_node(e, &self.name))?;
+            let reply = match revived.as_mut().unwrap_or(&mut self.conn) {
                 Conn::Plain(conn) => conn.req_packed_command(cmd).await,
                 Conn::Cluster(conn) => conn.req_packed_command(cmd).await,
                 Conn::Sentinel(primary) => primary.req_packed_command(cmd).await,
@@ -287,7 +389,8 @@ impl ConnectionLike for Node {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let replies = match &mut self.conn {
+            let mut revived = self.revived().await.map_err(|e| from_node(e, &self.name))?;
+            let replies = match revived.as_mut().unwrap_or(&mut self.conn) {
                 Conn::Plain(conn) => conn.req_packed_commands(pipeline, offset, count).await,
                 Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count).await,
                 Conn::Sentinel(primary) => {

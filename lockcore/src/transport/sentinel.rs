@@ -6,6 +6,10 @@
 //! `MASTERDOWN`, a dropped or refused connection, a timeout), and when a sentinel announces
 //! `+switch-master`. The failing call itself returns its error (`LockError::Redis`); calls
 //! after the swap go to the new primary.
+//!
+//! The primary outlives the runtime that resolved it: once that runtime has shut down (the
+//! connection's I/O and the `+switch-master` subscription died with it), the next command
+//! re-makes the connection and the subscription on the caller's runtime before it sends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, Weak};
@@ -19,6 +23,7 @@ use tokio::runtime::Handle;
 
 use crate::error::LockError;
 use crate::transport::connect::{ConnectOptions, connection_infos, manager_config};
+use crate::transport::runtime_watch::{RuntimeWatch, on_a_runtime};
 
 /// The longest one resolution (ask the sentinels, connect to the primary) may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -47,6 +52,8 @@ struct Inner {
 struct Current {
     client: Client,
     conn: ConnectionManager,
+    /// The runtime `conn` was made on.
+    runtime: RuntimeWatch,
 }
 
 impl SentinelPrimary {
@@ -108,15 +115,20 @@ impl SentinelPrimary {
                 runtime: runtime.clone(),
             }),
         };
+        primary.follow();
+        Ok(primary)
+    }
+
+    /// Follows `+switch-master` in the background, on the caller's runtime.
+    fn follow(&self) {
         crate::util::spawn::background(
-            runtime,
+            &self.inner.runtime,
             follow_switch_master(
-                Arc::downgrade(&primary.inner),
-                Arc::clone(&primary.inner.closed),
-                Arc::clone(&primary.inner.stop),
+                Arc::downgrade(&self.inner),
+                Arc::clone(&self.inner.closed),
+                Arc::clone(&self.inner.stop),
             ),
         );
-        Ok(primary)
     }
 
     /// Ends the `+switch-master` subscription for good (the manager is closed).
@@ -130,8 +142,40 @@ impl SentinelPrimary {
         self.inner.current().client
     }
 
+    /// The connection to send on; re-made on the caller's runtime when the one resolved last
+    /// died with its runtime (one atomic load while that runtime runs).
     fn conn(&self) -> ConnectionManager {
-        self.inner.current().conn
+        let current = self.inner.current();
+        if !current.runtime.shut_down() || !on_a_runtime() {
+            return current.conn;
+        }
+        let conn = {
+            let mut slot = self
+                .inner
+                .current
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !slot.runtime.shut_down() {
+                return slot.conn.clone();
+            }
+            let config = manager_config(&self.inner.options);
+            let Ok(conn) = ConnectionManager::new_lazy_with_config(slot.client.clone(), config)
+            else {
+                return current.conn;
+            };
+            slot.conn = conn.clone();
+            slot.runtime = RuntimeWatch::current();
+            conn
+        };
+        // The subscription died with the same runtime.
+        if !self.inner.closed.load(Ordering::Acquire) {
+            self.follow();
+        }
+        tracing::debug!(
+            master = self.inner.master_name,
+            "the runtime of the Sentinel primary's connection shut down; reconnected on the caller's runtime"
+        );
+        conn
     }
 
     /// Re-resolves the primary in the background unless that is under way already.
@@ -259,7 +303,11 @@ async fn connect_primary(
 ) -> redis::RedisResult<Current> {
     let client = sentinel.async_get_client().await?;
     let conn = ConnectionManager::new_with_config(client.clone(), manager_config(options)).await?;
-    Ok(Current { client, conn })
+    Ok(Current {
+        client,
+        conn,
+        runtime: RuntimeWatch::current(),
+    })
 }
 
 /// Re-resolves on every `+switch-master` a sentinel publishes, for as long as the primary is

@@ -152,8 +152,9 @@ impl LockManager {
         if idem.record_ttl < Duration::from_millis(1) || idem.record_ttl > MAX_RECORD_TTL {
             return Err(LockError::InvalidOptions {
                 reason: format!(
-                    "record ttl is {:?}; expected 1 ms ..= {MAX_RECORD_TTL:?}",
-                    idem.record_ttl
+                    "record ttl is {}; expected 1ms ..= {}",
+                    crate::util::time::Shown(idem.record_ttl),
+                    crate::util::time::Shown(MAX_RECORD_TTL)
                 ),
             });
         }

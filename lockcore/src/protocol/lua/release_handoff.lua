@@ -8,8 +8,10 @@
 -- granted their shares (consecutive readers together)
 -- ARGV[1] lock value (the holder is recognised by its token, the value's first word: a
 -- hand-over stamps the rest), ARGV[2] (optional) the minimum hold in ms: while it lasts, the
--- key keeps its value, with its TTL cut to what is left of the minimum (see hold.lua), and no
--- waiter is handed the key (they take it at their re-check once it expires)
+-- key keeps its value, with its TTL set to what is left of the minimum (see hold.lua), and no
+-- waiter is handed the key (they take it at their re-check once it expires); ARGV[3] (with
+-- ARGV[2], optional) the lease's TTL in ms, the bound of that TTL when the key still lives a
+-- hand-over's shorter claim window
 -- Reply: 1 when the key held the value (and was deleted or handed over), 0 when the key was
 -- missing, -1 when it holds another value (another holder's token, or another type).
 --
@@ -23,7 +25,7 @@ if type(holder) == 'string' and string.sub(holder, 1, #token) == token
   and (#holder == #token or string.byte(holder, #token + 1) == 32) then
   if ARGV[2] then
     -- @include hold
-    if keep(holder, ARGV[2]) then return 1 end
+    if keep(holder, ARGV[2], ARGV[3]) then return 1 end
   end
   local head = redis.pcall('LINDEX', KEYS[3], 0)
   if not head then return redis.call('DEL', KEYS[1]) end

@@ -170,3 +170,47 @@ async fn redlock_nodes_stamp_and_keep_by_their_own_clock() {
     assert_eq!(call(&node, &RELEASE, &[k], &[token]).await, Value::Int(1));
     assert_eq!(cmd::<i64>(&node, &["EXISTS", k]).await, 0);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_key_on_its_claim_window_is_kept_for_the_minimum_up_to_the_lease_ttl() {
+    let server = RedisServer::start();
+    let node = node(&server).await;
+    let keys = [
+        "lock:h",
+        "lock:__fencing_counter__",
+        "lock:__waitq__{x}h",
+        "lock:__waiters__{x}h",
+    ];
+    let reply = call(
+        &node,
+        &ACQUIRE_QUEUED,
+        &keys,
+        &[VALUE, "5000", "1 1 700 800 ch", "1"],
+    )
+    .await;
+    let stored = stored(&reply);
+    // A hand-over's claim window: the key lives 500 ms of a 5 s lease.
+    let _: () = cmd(&node, &["SET", keys[0], &stored, "PX", "500"]).await;
+    // Without the lease's TTL the key's TTL bounds the minimum: it ends with the claim window.
+    assert_eq!(
+        call(&node, &RELEASE_HANDOFF, &keys, &[VALUE, "3000"]).await,
+        Value::Int(1)
+    );
+    assert!(cmd::<i64>(&node, &["PTTL", keys[0]]).await <= 500);
+    // With it (ARGV[3]) the minimum is kept, up to the lease's TTL.
+    assert_eq!(
+        call(&node, &RELEASE_HANDOFF, &keys, &[VALUE, "3000", "5000"]).await,
+        Value::Int(1)
+    );
+    let pttl: i64 = cmd(&node, &["PTTL", keys[0]]).await;
+    assert!((2000..=3000).contains(&pttl), "pttl {pttl}");
+    assert_eq!(cmd::<String>(&node, &["GET", keys[0]]).await, stored);
+    // A lease TTL below what is left of the minimum is the bound.
+    let _: () = cmd(&node, &["SET", keys[0], &stored, "PX", "500"]).await;
+    assert_eq!(
+        call(&node, &RELEASE_HANDOFF, &keys, &[VALUE, "3000", "1000"]).await,
+        Value::Int(1)
+    );
+    let pttl: i64 = cmd(&node, &["PTTL", keys[0]]).await;
+    assert!((501..=1000).contains(&pttl), "pttl {pttl}");
+}
