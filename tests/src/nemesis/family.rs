@@ -10,7 +10,8 @@
 //!   The control is a naive counter semaphore: `GET`, then `INCR` when below 3 (check, then
 //!   act), `DECR` to leave, no lease and no fence.
 //! - `rwlock`: workers take the read or the write lock of `rw_lock(key)` (a coin toss each
-//!   time); a writer reads a counter, then writes it plus one, fenced by its token. The
+//!   time); a writer claims a counter (raises its term to its token) as it reads it, then
+//!   writes it plus one, fenced by its token. The
 //!   checker asserts that no reader's belief overlaps a writer's (nor two writers'), and that
 //!   no write was lost (the counter equals the number of writes that landed). The control:
 //!   writers take a naive lease (`SET NX PX`, `DEL` release, no fence), readers take none.
@@ -207,6 +208,25 @@ fn counter(db: &Path) -> Result<(i64, i64), BoxError> {
     Ok(row)
 }
 
+/// Claims the counter for the writer with `token` (its term raised to the token, only if no
+/// newer token claimed or wrote it) and reads its value; `None` when a newer token was first.
+fn claim_counter(db: &Path, token: u64) -> Result<Option<i64>, BoxError> {
+    let mut conn = open(db)?;
+    let token = i64::try_from(token)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let claimed = tx.execute(
+        "UPDATE counter SET term = ?1 WHERE id = 1 AND term <= ?1",
+        [token],
+    )?;
+    let value = if claimed == 1 {
+        Some(tx.query_row("SELECT value FROM counter WHERE id = 1", [], |r| r.get(0))?)
+    } else {
+        None
+    };
+    tx.commit()?;
+    Ok(value)
+}
+
 /// Writes `value` to the counter; fenced, only with a token at least the last writer's.
 fn write_counter(db: &Path, token: u64, value: i64, fenced: bool) -> Result<bool, BoxError> {
     let mut conn = open(db)?;
@@ -249,7 +269,7 @@ pub fn semaphore_worker(args: &[String]) -> Result<(), BoxError> {
             };
             let (db, name, fenced) = (w.db.clone(), w.name.clone(), w.fenced);
             let write = move |_| heartbeat_within(&db, token, &name, fenced.then_some(PERMITS));
-            hold_and_write(&mut con, "permit", token, hold, || Ok(0), write).await?;
+            hold_and_write(&mut con, "permit", token, hold, || Ok(()), write).await?;
         }
     })
 }
@@ -282,16 +302,23 @@ pub fn rwlock_worker(args: &[String]) -> Result<(), BoxError> {
             };
             let (db, fenced) = (w.db.clone(), w.fenced);
             let role = if write { "write" } else { "read" };
+            // A fenced writer claims the counter (raises its term to the token) as it reads:
+            // fencing only the write would let a paused holder's late write land between the
+            // next writer's read and its write, and lose one of the two (as the main
+            // workload's claims, `resources::claim_row`).
             let read = {
                 let db = db.clone();
-                move || Ok(counter(&db)?.0)
-            };
-            let write = move |value: i64| {
-                // A reader writes nothing; it reports its read as `wrote`.
-                if !write {
-                    return Ok(true);
+                move || match (write, fenced) {
+                    (true, true) => claim_counter(&db, token),
+                    _ => Ok(Some(counter(&db)?.0)),
                 }
-                write_counter(&db, token, value + 1, fenced)
+            };
+            let write = move |value: Option<i64>| match value {
+                // A reader writes nothing; it reports its read as `wrote`.
+                Some(_) if !write => Ok(true),
+                Some(value) => write_counter(&db, token, value + 1, fenced),
+                // A newer writer claimed the counter first: refused.
+                None => Ok(false),
             };
             hold_and_write(&mut con, role, token, hold, read, write).await?;
         }
@@ -305,13 +332,13 @@ async fn naive_connection(w: &WorkerArgs) -> Result<MultiplexedConnection, BoxEr
 
 /// Reports the entry; runs `read`; reports the check; waits `PREPARE` (the window the faults
 /// hit); runs `write` with what `read` returned and reports it; reports the exit; leaves.
-async fn hold_and_write(
+async fn hold_and_write<R: Send + 'static>(
     con: &mut MultiplexedConnection,
     role: &str,
     token: u64,
     hold: Hold,
-    read: impl FnOnce() -> Result<i64, BoxError> + Send + 'static,
-    write: impl FnOnce(i64) -> Result<bool, BoxError> + Send + 'static,
+    read: impl FnOnce() -> Result<R, BoxError> + Send + 'static,
+    write: impl FnOnce(R) -> Result<bool, BoxError> + Send + 'static,
 ) -> Result<(), BoxError> {
     let start = now_ns();
     let deadline = match &hold {
