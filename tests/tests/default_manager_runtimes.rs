@@ -274,13 +274,40 @@ fn a_command_in_flight_survives_another_runtime_ending() {
     let helper = multi_thread_runtime(1);
     let proxy = helper.block_on(FaultProxy::start(&server));
     let url = proxy.url();
-    let locks: LockManager = current_thread_runtime().block_on(async {
-        let locks = LockManager::builder()
+    in_flight_when_another_runtime_ends(helper, proxy, async || {
+        LockManager::builder()
             .url(url)
             .response_timeout(Duration::from_secs(5))
             .build()
             .await
-            .expect("manager");
+            .expect("manager")
+    });
+}
+
+/// The same through Sentinel (the primary it resolves is the proxy).
+#[test]
+fn a_sentinel_command_in_flight_survives_another_runtime_ending() {
+    let helper = multi_thread_runtime(1);
+    let (setup, proxy) = helper.block_on(SentinelSetup::start_behind_proxy(1));
+    in_flight_when_another_runtime_ends(helper, proxy, async || {
+        LockManager::builder()
+            .sentinel(setup.sentinel_urls(), setup.master_name())
+            .response_timeout(Duration::from_secs(5))
+            .build()
+            .await
+            .expect("sentinel manager")
+    });
+}
+
+/// Builds a manager in runtime A (dropped then); B re-makes its connection; C's call is in
+/// flight through `proxy` when B's runtime ends. `helper` runs the proxy.
+fn in_flight_when_another_runtime_ends(
+    helper: tokio::runtime::Runtime,
+    proxy: FaultProxy,
+    build: impl AsyncFnOnce() -> LockManager,
+) {
+    let locks: LockManager = current_thread_runtime().block_on(async {
+        let locks = build().await;
         acquire_and_release(&locks, "rt:warm", &opts(3_000, 0), "runtime A").await;
         locks
     }); // A is dropped.
