@@ -5,6 +5,10 @@
 //! The default manager can be set once per process, so the flow is one test that builds
 //! runtime A, sets the default manager, drops A, then uses it from runtimes B and C, each run
 //! the way `#[tokio::test]` runs a test (its own runtime, dropped at the end).
+//!
+//! `cargo test` also runs those tests at once: the last tests share one manager between two
+//! runtimes that run together, and end one of them while the other's watchdog lease, queued
+//! waiter or command in flight depends on what the ended one started.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
