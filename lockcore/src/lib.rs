@@ -49,8 +49,8 @@
 //! | leases | `lease::{state, watchdog, promotion, live, telemetry}` | a held lease and what keeps it: renewal, the first renewal after a hand-over, the manager's live leases, spans and metrics |
 //! | backend | `backend::{mod, topology, single, redlock, waiting, handoff, migration, late, backoff, replicas, renew, vote, cleanup, round_trip, read, shares}` | single node or Redlock, told what to do: open a topology, acquire (the waiting loop runs the backend's plan: the fair queue with direct grant, or backoff), release, renew |
 //! | protocol | `protocol::{keyspace, value, messages, fencing, scripts, lua, call, explain}` | the wire format: key and channel names, the lock value, the hand-off's messages, one Lua file per script (`protocol/lua/*.lua`) and the one way to call them |
-//! | transport | `transport::{connect, node, runtime_watch, sentinel, tls, slot}` | connections (one server, Redis Cluster, a Sentinel-resolved primary) re-made on the caller's runtime once theirs shut down, TLS, cluster slots; runs no lock script |
-//! | base | `error`, `options`, `util::{time, escape, redact, defer, spawn}` | errors, options, and small helpers every layer uses |
+//! | transport | `transport::{connect, node, runtime_watch, sentinel, tls, slot}` | connections (one server, Redis Cluster, a Sentinel-resolved primary) re-made on lockcore's background runtime once theirs shut down, TLS, cluster slots; runs no lock script |
+//! | base | `error`, `options`, `util::{time, escape, redact, defer, spawn, background}` | errors, options, small helpers every layer uses, and the process-wide background runtime that work moves to once its runtime shut down |
 //!
 //! # Features
 //!

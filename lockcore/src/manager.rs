@@ -39,12 +39,20 @@ use crate::shared::Shared;
 /// - Keys are the prefix (default `"lock:"`) followed by the caller's key, byte for byte.
 /// - Background work (the watchdog, hand-off wake-ups, releases of dropped guards) runs on the
 ///   caller's tokio runtime, or on the one the manager was built on. A manager outlives the
-///   runtime it was built on: once a runtime that made its connections has shut down (a
-///   `#[tokio::test]` ended), the next call re-makes them on the caller's runtime before it
-///   sends (no call fails), and the watchdog and the wake-up listener start again there; the
-///   check costs one atomic load per command. What was in flight on that runtime when it shut
-///   down ends with it. From outside any tokio runtime such a call fails with
-///   [`LockError::Redis`]. So one (default) manager serves a runtime per test.
+///   runtime it was built on and serves several runtimes at once (`cargo test` runs
+///   `#[tokio::test]`s in parallel, a runtime each): once the runtime that made its
+///   connections has shut down, the next call re-makes them on lockcore's background runtime
+///   (one thread, started then) and every later command of that connection is sent from
+///   there, so no call fails when some caller's runtime ends, nor one in flight on another
+///   runtime. A watchdog scheduler or wake-up listener that a shutting-down runtime drops
+///   while it still serves leases or waiters restarts at once on that background runtime.
+///   While the manager's own runtime runs, none of this applies: the check costs one atomic
+///   load per command. What remains: the tasks of the runtime that shut down end with it (a
+///   dropped guard's background release; a command of that runtime awaiting its reply), and
+///   such a key expires with its TTL; and while the manager's runtime runs, a reconnect that
+///   redis-rs starts after a connection failure runs on the runtime of the call that noticed
+///   it, so if that runtime ends later, the next command fails once with
+///   [`LockError::Redis`] and reconnects. So one (default) manager serves a runtime per test.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), lockcore::LockError> {

@@ -42,7 +42,9 @@
 //!   `migration`).
 //! - **Economical.** All waiters of one manager share one pub/sub connection and one channel,
 //!   `<prefix>__wake__:<uuid>`, subscribed once when the manager is built (and re-opened in the
-//!   background if the connection is lost). The queue keys expire on their own when no waiter
+//!   background if the connection is lost). The listener runs on the runtime that opened it;
+//!   when that runtime shuts down while waiters are registered (waiters of other runtimes that
+//!   share the manager), it is re-opened at once on lockcore's background runtime. The queue keys expire on their own when no waiter
 //!   refreshes them, so nothing grows with the number of distinct keys.
 //!
 //! Redlock managers and `LockOptions::handoff(false)` use plain jittered backoff instead.
@@ -59,6 +61,7 @@ use tokio::sync::Notify;
 use crate::backend::round_trip::RoundTrip;
 use crate::protocol::messages::{Grant, parse_wake_up};
 use crate::transport::node::Subscriber;
+use crate::util::background;
 use crate::util::defer::OnDrop;
 
 /// How long a waiter's entry lives without a re-check, before twice its round trip is added.
@@ -191,17 +194,53 @@ impl Handoff {
 
     /// Re-opens the subscription in the background unless it is up or being opened.
     pub(crate) fn ensure_listener(self: &Arc<Self>) {
+        self.open_listener(false);
+    }
+
+    /// [`ensure_listener`](Self::ensure_listener) on the caller's runtime, or on lockcore's
+    /// background runtime when `on_background` is set.
+    ///
+    /// The opening task carries a drop guard: dropped unfinished (its runtime shut down), it
+    /// clears `opening` (or no listener would ever be opened again) and, while waiters are
+    /// registered, opens the listener again on the background runtime.
+    fn open_listener(self: &Arc<Self>, on_background: bool) {
         if self.closed.load(Ordering::Acquire)
             || self.listening.load(Ordering::Acquire)
             || self.opening.swap(true, Ordering::AcqRel)
         {
             return;
         }
+        let unfinished = {
+            let handoff = Arc::downgrade(self);
+            OnDrop::new(move || {
+                if let Some(handoff) = handoff.upgrade() {
+                    handoff.opening.store(false, Ordering::Release);
+                    handoff.restart_on_background();
+                }
+            })
+        };
         let handoff = Arc::clone(self);
-        crate::util::spawn::background(&self.runtime, async move {
+        let task = async move {
             handoff.subscribe().await;
+            unfinished.disarm();
             handoff.opening.store(false, Ordering::Release);
-        });
+        };
+        match on_background.then(background::handle).flatten() {
+            Some(handle) => drop(handle.spawn(task)),
+            None => crate::util::spawn::background(&self.runtime, task),
+        }
+    }
+
+    /// The listener (or its opening) stopped: while waiters are registered (also waiters of
+    /// other runtimes that share this manager), open it again on the background runtime,
+    /// which no caller's runtime takes down with it.
+    fn restart_on_background(self: &Arc<Self>) {
+        if !self.closed.load(Ordering::Acquire)
+            && !self.waiters().is_empty()
+            && background::handle().is_some()
+        {
+            self.open_listener(true);
+        }
     }
 
     /// Opens the pub/sub connection, subscribes to the manager's channel and starts the
@@ -261,7 +300,8 @@ impl Handoff {
 }
 
 /// Marks the listener stopped when its task ends, also when a runtime that shut down drops the
-/// task, so that the next waiter subscribes again (on its own runtime).
+/// task; while waiters are registered, the listener is then opened again at once on lockcore's
+/// background runtime (a waiter that re-checks may open it first, on its own runtime).
 fn stopped_listening(handoff: Weak<Handoff>, generation: u64) -> OnDrop<impl FnOnce()> {
     OnDrop::new(move || {
         if let Some(handoff) = handoff.upgrade()
@@ -272,6 +312,7 @@ fn stopped_listening(handoff: Weak<Handoff>, generation: u64) -> OnDrop<impl FnO
             for slot in handoff.waiters().values() {
                 slot.wake.notify_one();
             }
+            handoff.restart_on_background();
         }
     })
 }

@@ -32,9 +32,13 @@
 //!   moment its batch is planned until its reply is recorded), and a lease whose extend is in
 //!   flight waits for the next round. The deadline a reply records is computed from the TTL
 //!   that reply's own command set.
-//! - The scheduler is a tokio task spawned, when the first lease is registered, on the runtime
-//!   the manager was built on; it ends when no lease is registered. Batches are tasks spawned
-//!   the same way. A body that blocks that runtime (for example `std::thread::sleep` on a
+//! - The scheduler is a tokio task spawned, when the first lease is registered, on the caller's
+//!   runtime (the manager's when the caller has none); it ends when no lease is registered.
+//!   Batches are tasks spawned from it, on the same runtime. Several runtimes may share one
+//!   manager (`cargo test`'s parallel `#[tokio::test]`s on the default manager): when the
+//!   scheduler's runtime shuts down while leases are still registered, the scheduler restarts
+//!   at once on lockcore's background runtime (a thread of its own, started then) and renews
+//!   them from there. A body that blocks that runtime (for example `std::thread::sleep` on a
 //!   current-thread runtime) starves the scheduler: the lease then expires, and the guard
 //!   reports it lost once the deadline passes. It is never reported as held past its deadline.
 
@@ -51,6 +55,7 @@ use crate::backend::renew::RenewItem;
 use crate::error::LockError;
 use crate::lease::state::{Lease, LeaseStatus, WriteLock};
 use crate::lease::telemetry;
+use crate::util::background;
 use crate::util::defer::OnDrop;
 use crate::util::escape::Escaped;
 
@@ -161,20 +166,7 @@ impl Watchdog {
             (id, start)
         };
         if let Some(generation) = start {
-            // Marks the scheduler stopped when its task ends, also when a runtime that shut
-            // down drops the task unpolled (the mark is moved into the task), so that the next
-            // registration starts a new scheduler. A stale scheduler's exit never clears a
-            // newer one's `running`.
-            let running = {
-                let dog = Arc::clone(self);
-                OnDrop::new(move || {
-                    let mut registry = dog.lock();
-                    if registry.generation == generation {
-                        registry.running = false;
-                    }
-                })
-            };
-            backend.spawn(run(running, Arc::clone(self), backend.clone()));
+            start_scheduler(Arc::clone(self), backend.clone(), generation, false);
         } else {
             self.wake.notify_one();
         }
@@ -436,6 +428,44 @@ fn batches(backend: &Backend, batch: Vec<Renewal>) -> Vec<Vec<Renewal>> {
         }
     }
     out
+}
+
+/// Spawns the scheduler of `generation`: on the caller's runtime (or the manager's), or on
+/// lockcore's background runtime when `background` is set.
+///
+/// Its task carries a drop guard. When the task ends, the guard marks the scheduler stopped,
+/// so that the next registration starts a new one. When a runtime that shut down drops it
+/// while leases are still registered (leases of other runtimes that use the same manager), the
+/// guard restarts it at once on the background runtime, which outlives every caller's. A stale
+/// scheduler's exit never clears a newer one's `running`.
+fn start_scheduler(dog: Arc<Watchdog>, backend: Backend, generation: u64, on_background: bool) {
+    let running = {
+        let dog = Arc::clone(&dog);
+        let backend = backend.clone();
+        OnDrop::new(move || {
+            let mut registry = dog.lock();
+            if registry.generation != generation || !registry.running {
+                return;
+            }
+            if registry.entries.is_empty() || background::handle().is_none() {
+                registry.running = false;
+                return;
+            }
+            registry.generation = registry.generation.wrapping_add(1);
+            let next = registry.generation;
+            drop(registry);
+            tracing::debug!(
+                "the watchdog's runtime shut down; it goes on on lockcore's background runtime"
+            );
+            start_scheduler(Arc::clone(&dog), backend, next, true);
+        })
+    };
+    let task = run(running, Arc::clone(&dog), backend.clone());
+    // Batches are spawned from the scheduler's task, so they run where it runs.
+    match on_background.then(background::handle).flatten() {
+        Some(handle) => drop(handle.spawn(task)),
+        None => backend.spawn(task),
+    }
 }
 
 /// The scheduler loop. It never waits on the network: every batch is sent by a task of its own.

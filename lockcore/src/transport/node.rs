@@ -5,10 +5,14 @@
 //! a script call (EVALSHA with the NOSCRIPT fallback, see `scripts::Call`) works the same on
 //! every kind.
 //!
-//! A node outlives the runtime that made it: once that runtime has shut down (its connection's
-//! I/O tasks died with it, see [`RuntimeWatch`]), the next command re-makes the connection on
-//! the caller's runtime before it sends ([`Revival`]). While the runtime runs, that costs one
-//! atomic load per command.
+//! A node outlives the runtime that made it, and serves several runtimes at once: once that
+//! runtime has shut down (its connection's I/O tasks died with it, see [`RuntimeWatch`]), the
+//! next command re-makes the connection on lockcore's background runtime before it sends
+//! ([`Revival`]), and every later command is sent from there, so that no caller's runtime
+//! takes the connection down with it. While the node's first runtime runs, that costs one
+//! atomic load per command and commands are sent from the caller's runtime (redis-rs then
+//! starts a reconnect after a failure on that runtime: should it end, the next command fails
+//! once and reconnects).
 
 use std::sync::{Arc, PoisonError, RwLock};
 
@@ -20,9 +24,10 @@ use redis::{Client, Cmd, FromRedisValue, Pipeline, RedisFuture, Value};
 
 use crate::error::LockError;
 use crate::transport::connect::{ConnectOptions, connection_infos, manager_config};
-use crate::transport::runtime_watch::{RuntimeWatch, on_a_runtime};
+use crate::transport::runtime_watch::RuntimeWatch;
 use crate::transport::sentinel::SentinelPrimary;
 use crate::transport::slot;
+use crate::util::background;
 
 /// How often the cluster client retries a command (MOVED, ASK, a lost connection) within the
 /// response timeout; redis-rs' default of 16 with multi-second waits could block one call for
@@ -42,8 +47,8 @@ pub(crate) struct Node {
     revival: Option<Arc<Revival>>,
 }
 
-/// A node's connection re-made on the caller's runtime, once the runtime that made the one
-/// before has shut down. Shared by the node's clones.
+/// A node's connection re-made on lockcore's background runtime, once the runtime that made
+/// the node's first one has shut down. Shared by the node's clones.
 struct Revival {
     /// The runtime the node's first connection (`Node::conn`) was made on.
     built_on: RuntimeWatch,
@@ -55,6 +60,7 @@ struct Revival {
 }
 
 /// What a connection is re-made from.
+#[derive(Clone)]
 enum Remake {
     Plain(Client, ConnectionManagerConfig),
     Cluster(ClusterClient),
@@ -81,11 +87,11 @@ impl Revival {
     }
 
     /// A connection made on a runtime that runs: the one re-made last, or a new one made on
-    /// the caller's runtime.
+    /// lockcore's background runtime, which no caller's runtime takes down with it.
     ///
     /// # Errors
-    /// The cluster's connection error; a client error when the caller runs on no tokio
-    /// runtime (there is nothing to run a connection's I/O on).
+    /// The cluster's connection error; a client error when the background runtime is
+    /// unavailable.
     async fn conn(&self) -> redis::RedisResult<Conn> {
         if let Some(conn) = self.live() {
             return Ok(conn);
@@ -94,28 +100,45 @@ impl Revival {
         if let Some(conn) = self.live() {
             return Ok(conn);
         }
-        if !on_a_runtime() {
-            return Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "the runtime this lock manager's connection was made on has shut down",
-                "call the manager from inside a tokio runtime, which it then reconnects on"
-                    .to_owned(),
-            )));
-        }
-        let conn = match &self.remake {
-            Remake::Plain(client, config) => Conn::Plain(ConnectionManager::new_lazy_with_config(
-                client.clone(),
-                config.clone(),
-            )?),
-            Remake::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
-        };
+        let remake = self.remake.clone();
+        // Made there, the connection's I/O tasks (redis-rs spawns them on the runtime current
+        // where it is made) run there too; so does everything it is then used for (see
+        // `on_background`).
+        let (conn, watch) = on_background(async move {
+            let conn = match remake {
+                Remake::Plain(client, config) => {
+                    Conn::Plain(ConnectionManager::new_lazy_with_config(client, config)?)
+                }
+                Remake::Cluster(client) => Conn::Cluster(client.get_async_connection().await?),
+            };
+            Ok((conn, RuntimeWatch::current()))
+        })
+        .await?;
         tracing::debug!(
-            "the runtime of a lock node's connection shut down; reconnected on the caller's runtime"
+            "the runtime of a lock node's connection shut down; reconnected on lockcore's background runtime"
         );
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) =
-            Some((conn.clone(), RuntimeWatch::current()));
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Some((conn.clone(), watch));
         Ok(conn)
     }
+}
+
+/// Runs `call` on lockcore's background runtime and waits for its reply from the caller's.
+/// A revived connection is used only this way: a reconnect of redis-rs' `ConnectionManager`
+/// (or the cluster client) starts on the runtime of the call that noticed the failure, so
+/// calls made there keep every I/O task of the connection on the background runtime.
+///
+/// # Errors
+/// `call`'s error; a client error when the background runtime is unavailable or `call`
+/// panicked.
+async fn on_background<T: Send + 'static>(
+    call: impl Future<Output = redis::RedisResult<T>> + Send + 'static,
+) -> redis::RedisResult<T> {
+    background::run(call).await.unwrap_or_else(|| {
+        Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "the runtime this lock manager's connection was made on has shut down, and lockcore's background runtime is unavailable",
+        )))
+    })
 }
 
 /// The connection of a [`Node`].
@@ -130,6 +153,29 @@ enum Conn {
     Cluster(ClusterConnection),
     /// The primary Sentinel names, re-resolved after a fail-over.
     Sentinel(SentinelPrimary),
+}
+
+impl Conn {
+    async fn command(&mut self, cmd: &Cmd) -> redis::RedisResult<Value> {
+        match self {
+            Conn::Plain(conn) => conn.req_packed_command(cmd).await,
+            Conn::Cluster(conn) => conn.req_packed_command(cmd).await,
+            Conn::Sentinel(primary) => primary.req_packed_command(cmd).await,
+        }
+    }
+
+    async fn commands(
+        &mut self,
+        pipeline: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<Value>> {
+        match self {
+            Conn::Plain(conn) => conn.req_packed_commands(pipeline, offset, count).await,
+            Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count).await,
+            Conn::Sentinel(primary) => primary.req_packed_commands(pipeline, offset, count).await,
+        }
+    }
 }
 
 /// `error` with the node it came from named in its message, its kind (and, for an I/O error,
@@ -261,8 +307,8 @@ impl Node {
         }
     }
 
-    /// The connection re-made on the caller's runtime when the one this node was made with
-    /// died with its runtime; `None` (use `conn`) while that runtime runs: one atomic load.
+    /// The connection re-made on lockcore's background runtime when the one this node was made
+    /// with died with its runtime (send on it only through `on_background`); `None` (use `conn`) while that runtime runs: one atomic load.
     async fn revived(&self) -> redis::RedisResult<Option<Conn>> {
         match &self.revival {
             Some(revival) if revival.built_on.shut_down() => revival.conn().await.map(Some),
@@ -322,11 +368,14 @@ impl Node {
         if let Conn::Cluster(conn) = revived.as_ref().unwrap_or(&self.conn) {
             let route = Route::with_key(key, SlotAddr::Master);
             let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route));
-            let value = conn
-                .clone()
-                .route_command(cmd, routing)
-                .await
-                .map_err(|e| from_node(e, &self.name))?;
+            let mut conn = conn.clone();
+            let call = async move { conn.route_command(cmd, routing).await };
+            let value = if revived.is_some() {
+                on_background(call).await
+            } else {
+                call.await
+            }
+            .map_err(|e| from_node(e, &self.name))?;
             return Ok(T::from_redis_value(value)?);
         }
         cmd.query_async(self).await
@@ -343,14 +392,19 @@ impl Node {
         let revived = self.revived().await.map_err(|e| from_node(e, &self.name))?;
         match revived.as_ref().unwrap_or(&self.conn) {
             Conn::Cluster(conn) => {
+                let mut conn = conn.clone();
                 let route = SingleNodeRoutingInfo::SpecificNode(Route::new(
                     slot::key_hash_slot(key.as_bytes()),
                     SlotAddr::Master,
                 ));
-                conn.clone()
-                    .route_pipeline(pipeline.clone(), 0, count, route)
-                    .await
-                    .map_err(|e| from_node(e, &self.name))
+                let pipeline = pipeline.clone();
+                let call = async move { conn.route_pipeline(pipeline, 0, count, route).await };
+                if revived.is_some() {
+                    on_background(call).await
+                } else {
+                    call.await
+                }
+                .map_err(|e| from_node(e, &self.name))
             }
             Conn::Plain(_) | Conn::Sentinel(_) => {
                 self.clone().req_packed_commands(pipeline, 0, count).await
@@ -367,11 +421,13 @@ fn name_of(client: &Client) -> Arc<str> {
 impl ConnectionLike for Node {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let mut revived = self.revived().await.map_err(|e| from_node(e, &self.name))?;
-            let reply = match revived.as_mut().unwrap_or(&mut self.conn) {
-                Conn::Plain(conn) => conn.req_packed_command(cmd).await,
-                Conn::Cluster(conn) => conn.req_packed_command(cmd).await,
-                Conn::Sentinel(primary) => primary.req_packed_command(cmd).await,
+            let revived = self.revived().await.map_err(|e| from_node(e, &self.name))?;
+            let reply = match revived {
+                Some(mut conn) => {
+                    let cmd = cmd.clone();
+                    on_background(async move { conn.command(&cmd).await }).await
+                }
+                None => self.conn.command(cmd).await,
             };
             match reply {
                 // A server's error reply to the command itself (a pipeline's stay values).
@@ -389,13 +445,14 @@ impl ConnectionLike for Node {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let mut revived = self.revived().await.map_err(|e| from_node(e, &self.name))?;
-            let replies = match revived.as_mut().unwrap_or(&mut self.conn) {
-                Conn::Plain(conn) => conn.req_packed_commands(pipeline, offset, count).await,
-                Conn::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count).await,
-                Conn::Sentinel(primary) => {
-                    primary.req_packed_commands(pipeline, offset, count).await
+            let revived = self.revived().await.map_err(|e| from_node(e, &self.name))?;
+            let replies = match revived {
+                Some(mut conn) => {
+                    let pipeline = pipeline.clone();
+                    on_background(async move { conn.commands(&pipeline, offset, count).await })
+                        .await
                 }
+                None => self.conn.commands(pipeline, offset, count).await,
             };
             replies.map_err(|e| from_node(e, &self.name))
         })

@@ -5,8 +5,8 @@
 //! tokio drops those tasks and every later command on the connection fails with a broken pipe,
 //! even from another runtime. The watch is a task on the same runtime that never ends: tokio
 //! drops it at shutdown too, and its drop marks the watch, so a connection's owner learns of
-//! the shutdown with one atomic load per command and re-makes the connection on the caller's
-//! runtime before it sends anything.
+//! the shutdown with one atomic load per command and re-makes the connection (on lockcore's
+//! background runtime, see `util::background`) before it sends anything.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,7 +47,7 @@ impl RuntimeWatch {
 }
 
 /// Whether a connection can be re-made here: only on a tokio runtime (redis-rs spawns its I/O
-/// tasks on the current one).
+/// tasks on the current one); asked only when lockcore's background runtime is unavailable.
 pub(crate) fn on_a_runtime() -> bool {
     Handle::try_current().is_ok()
 }

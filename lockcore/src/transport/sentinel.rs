@@ -9,7 +9,9 @@
 //!
 //! The primary outlives the runtime that resolved it: once that runtime has shut down (the
 //! connection's I/O and the `+switch-master` subscription died with it), the next command
-//! re-makes the connection and the subscription on the caller's runtime before it sends.
+//! re-makes the connection and the subscription on lockcore's background runtime before it
+//! sends. From then on every command, re-resolution and subscription runs there, so that none
+//! dies with a caller's runtime when several runtimes share the manager.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, Weak};
@@ -24,6 +26,7 @@ use tokio::runtime::Handle;
 use crate::error::LockError;
 use crate::transport::connect::{ConnectOptions, connection_infos, manager_config};
 use crate::transport::runtime_watch::{RuntimeWatch, on_a_runtime};
+use crate::util::background;
 
 /// The longest one resolution (ask the sentinels, connect to the primary) may take.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -46,6 +49,9 @@ struct Inner {
     resolving: AtomicBool,
     options: ConnectOptions,
     runtime: Handle,
+    /// The runtime that resolved the primary shut down: everything runs on lockcore's
+    /// background runtime from now on.
+    on_background: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -113,22 +119,30 @@ impl SentinelPrimary {
                 resolving: AtomicBool::new(false),
                 options: options.clone(),
                 runtime: runtime.clone(),
+                on_background: AtomicBool::new(false),
             }),
         };
         primary.follow();
         Ok(primary)
     }
 
-    /// Follows `+switch-master` in the background, on the caller's runtime.
+    /// Follows `+switch-master` in the background (see [`spawn`](Self::spawn)).
     fn follow(&self) {
-        crate::util::spawn::background(
-            &self.inner.runtime,
-            follow_switch_master(
-                Arc::downgrade(&self.inner),
-                Arc::clone(&self.inner.closed),
-                Arc::clone(&self.inner.stop),
-            ),
-        );
+        self.spawn(follow_switch_master(
+            Arc::downgrade(&self.inner),
+            Arc::clone(&self.inner.closed),
+            Arc::clone(&self.inner.stop),
+        ));
+    }
+
+    /// Spawns the primary's background work: on the caller's runtime, or on lockcore's
+    /// background runtime once the primary's first runtime has shut down.
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let on_background = self.inner.on_background.load(Ordering::Acquire);
+        match on_background.then(background::handle).flatten() {
+            Some(handle) => drop(handle.spawn(task)),
+            None => crate::util::spawn::background(&self.inner.runtime, task),
+        }
     }
 
     /// Ends the `+switch-master` subscription for good (the manager is closed).
@@ -142,13 +156,23 @@ impl SentinelPrimary {
         self.inner.current().client
     }
 
-    /// The connection to send on; re-made on the caller's runtime when the one resolved last
-    /// died with its runtime (one atomic load while that runtime runs).
+    /// The connection to send on; re-made on lockcore's background runtime (or, when that is
+    /// unavailable, the caller's) when the one resolved last died with its runtime (one atomic
+    /// load while that runtime runs).
     fn conn(&self) -> ConnectionManager {
         let current = self.inner.current();
-        if !current.runtime.shut_down() || !on_a_runtime() {
+        if !current.runtime.shut_down() {
             return current.conn;
         }
+        let background = background::handle();
+        if background.is_none() && !on_a_runtime() {
+            return current.conn;
+        }
+        // redis-rs spawns the connection's tasks on the runtime current where it is made.
+        let _there = background.map(|handle| {
+            self.inner.on_background.store(true, Ordering::Release);
+            handle.enter()
+        });
         let conn = {
             let mut slot = self
                 .inner
@@ -173,7 +197,7 @@ impl SentinelPrimary {
         }
         tracing::debug!(
             master = self.inner.master_name,
-            "the runtime of the Sentinel primary's connection shut down; reconnected on the caller's runtime"
+            "the runtime of the Sentinel primary's connection shut down; reconnected on lockcore's background runtime"
         );
         conn
     }
@@ -184,7 +208,7 @@ impl SentinelPrimary {
             return;
         }
         let inner = Arc::clone(&self.inner);
-        crate::util::spawn::background(&self.inner.runtime.clone(), async move {
+        self.spawn(async move {
             inner.resolve_again().await;
             inner.resolving.store(false, Ordering::Release);
         });
@@ -369,10 +393,34 @@ async fn follow_switch_master(
     }
 }
 
+/// Runs `call` on lockcore's background runtime and waits for its reply: once the primary's
+/// first runtime is gone, every command goes this way, so that a reconnect of redis-rs'
+/// `ConnectionManager` (started on the runtime of the call that noticed the failure) starts
+/// there too.
+///
+/// # Errors
+/// `call`'s error; a client error when `call` panicked.
+async fn on_background<T: Send + 'static>(
+    call: impl Future<Output = redis::RedisResult<T>> + Send + 'static,
+) -> redis::RedisResult<T> {
+    background::run(call).await.unwrap_or_else(|| {
+        Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "a lock command on lockcore's background runtime did not complete",
+        )))
+    })
+}
+
 impl ConnectionLike for SentinelPrimary {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let reply = self.conn().req_packed_command(cmd).await;
+            let mut conn = self.conn();
+            let reply = if self.inner.on_background.load(Ordering::Acquire) {
+                let cmd = cmd.clone();
+                on_background(async move { conn.req_packed_command(&cmd).await }).await
+            } else {
+                conn.req_packed_command(cmd).await
+            };
             if let Err(err) = &reply {
                 self.after_error(err);
             }
@@ -387,10 +435,16 @@ impl ConnectionLike for SentinelPrimary {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let reply = self
-                .conn()
-                .req_packed_commands(pipeline, offset, count)
-                .await;
+            let mut conn = self.conn();
+            let reply = if self.inner.on_background.load(Ordering::Acquire) {
+                let pipeline = pipeline.clone();
+                on_background(
+                    async move { conn.req_packed_commands(&pipeline, offset, count).await },
+                )
+                .await
+            } else {
+                conn.req_packed_commands(pipeline, offset, count).await
+            };
             match &reply {
                 Ok(replies) => self.after_replies(replies),
                 Err(err) => self.after_error(err),

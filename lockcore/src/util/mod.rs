@@ -1,5 +1,7 @@
-//! Small helpers below every layer: escaping, redaction, drop guards, spawning.
+//! Small helpers below every layer: escaping, redaction, drop guards, spawning, the background
+//! runtime.
 
+pub(crate) mod background;
 pub(crate) mod defer;
 pub(crate) mod escape;
 pub(crate) mod redact;

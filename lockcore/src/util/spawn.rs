@@ -1,5 +1,6 @@
 //! Where background work runs: the one policy for every task this crate spawns (the watchdog,
-//! hand-off listeners, releases of dropped guards and cleanups).
+//! hand-off listeners, releases of dropped guards and cleanups), except work moved to lockcore's
+//! background runtime once its runtime shut down (see `util::background`).
 
 use tokio::runtime::Handle;
 
