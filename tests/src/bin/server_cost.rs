@@ -68,8 +68,8 @@ fn main() {
             }
             "floor" | "fenced-floor" => {
                 let fenced = mode == "fenced-floor";
-                let client = redis::Client::open(url.as_str())
-                    .unwrap_or_else(|err| panic!("client: {err}"));
+                let client =
+                    redis::Client::open(url.as_str()).unwrap_or_else(|err| panic!("client: {err}"));
                 let mut conn = client
                     .get_multiplexed_async_connection()
                     .await
