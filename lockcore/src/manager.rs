@@ -209,8 +209,7 @@ impl LockManager {
         for guard in guards {
             guard.give_back();
         }
-        // The give-backs are in flight now; this call no longer is (waiting for the count to
-        // reach zero while counted would never end).
+        // The give-backs are in flight now; this call no longer is.
         drop(call);
         self.shared.backend.releases_settled().await;
         Err(LockError::Closed)
@@ -325,7 +324,10 @@ impl LockManager {
     /// and ends with that error; an acquire whose lock is won while the manager closes gives it
     /// back and returns that error too (it never returns a guard that holds nothing). `close`
     /// waits for every such acquire in flight (an attempt whose reply is on its way ends within
-    /// the response timeout; Redlock: the node timeout) and for its give-back or withdrawal.
+    /// the response timeout; Redlock: the node timeout) and for its give-back or withdrawal,
+    /// for at most 10 s: that cap only matters for an acquire future that is kept but no
+    /// longer polled (a warning is logged, and its give-back happens when it is polled again
+    /// or dropped).
     /// When `close` returns, no release is in flight and no acquire of this manager can still
     /// take a key: the runtime may end.
     ///
@@ -355,8 +357,8 @@ impl LockManager {
     /// of this call's releases that could not be sent; every other guard is released anyway.
     /// A release that failed is retried in the background and `close` waits for it: with Redis
     /// unreachable it returns once the retries give up (16 attempts with backoff, never past
-    /// the lease's TTL), and the key expires with its TTL. So its wait is bounded by one
-    /// response timeout (an acquire in flight) plus those retries.
+    /// the lease's TTL), and the key expires with its TTL. So its wait is bounded by the
+    /// acquires in flight (one response timeout, capped at 10 s) plus those retries.
     pub async fn close(&self) -> Result<(), LockError> {
         // Everything up to the spawn happens at the first poll, before any `.await`.
         self.shared.backend.close();
@@ -368,6 +370,8 @@ impl LockManager {
         });
         // The task dropped unrun: its runtime is shutting down, and this call with it.
         let result = released.await.unwrap_or(Ok(()));
+        // The acquires in flight first: each ends having spawned its give-back, if any.
+        self.shared.backend.calls_settled().await;
         self.shared.backend.releases_settled().await;
         result
     }

@@ -5,6 +5,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use std::future::Future;
 use std::time::Duration;
 
 use lockcore::{LockError, LockManager};
@@ -174,4 +175,37 @@ async fn a_queued_waiter_handed_the_key_while_closing_leaves_nothing() {
             }
         }
     }
+}
+
+/// An acquire future polled once and then kept without being polled (its call can never end)
+/// does not hang `close`: close waits for it at most its cap (10 s), then returns; the call,
+/// polled again, finds the manager closed and leaves nothing. (The twins above show that a
+/// call that is polled is waited for.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_kept_unpolled_does_not_hang_close() {
+    let (_server, locks, mut raw) = start_with_manager().await;
+    let key = "unpolled";
+    let options = opts(30_000, 0);
+    let call = locks.acquire(key, &options);
+    let mut call = std::pin::pin!(call);
+    std::future::poll_fn(|cx| {
+        let _ = call.as_mut().poll(cx);
+        std::task::Poll::Ready(())
+    })
+    .await;
+    let started = tokio::time::Instant::now();
+    let closed = tokio::time::timeout(Duration::from_secs(30), locks.close())
+        .await
+        .expect("close returns despite the unpolled acquire");
+    let took = started.elapsed();
+    assert!(closed.is_ok(), "{closed:?}");
+    assert!(
+        took >= Duration::from_secs(9),
+        "close waited for the call first: {took:?}"
+    );
+    let outcome = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the call ends once polled");
+    assert!(matches!(outcome, Err(LockError::Closed)), "{outcome:?}");
+    assert!(get(&mut raw, &full(key)).await.is_none(), "nothing left");
 }

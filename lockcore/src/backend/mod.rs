@@ -46,9 +46,10 @@ pub(crate) struct Backend {
     runtime: Handle,
     /// Set by [`close`](Self::close): no acquire is made any more, and waiting calls wake.
     closed: Arc<cleanup::Closed>,
-    /// The acquire calls and background releases in flight, which the manager's close waits
-    /// for.
+    /// The background releases in flight, which the manager's close waits for.
     in_flight: Arc<cleanup::InFlight>,
+    /// The acquire calls in flight, which the manager's close waits for (bounded).
+    calls: Arc<cleanup::InFlight>,
 }
 
 #[derive(Clone)]
@@ -96,6 +97,7 @@ impl Backend {
             runtime,
             closed: Arc::default(),
             in_flight: Arc::default(),
+            calls: Arc::default(),
         }
     }
 
@@ -106,6 +108,7 @@ impl Backend {
             runtime,
             closed: Arc::default(),
             in_flight: Arc::default(),
+            calls: Arc::default(),
         }
     }
 
