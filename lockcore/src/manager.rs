@@ -5,9 +5,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::backend::AttemptRequest;
 use crate::backend::vote::{Released, Vote};
 use crate::backend::waiting::{Progress, Request, Won};
+use crate::backend::{AttemptRequest, InFlightCall};
 use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::lease::state::{Lease, LeaseStatus};
@@ -148,9 +148,10 @@ impl LockManager {
         opts: &LockOptions,
         share: Option<Share>,
     ) -> Result<LockGuard, LockError> {
+        let call = self.shared.backend.start_call()?;
         let probe = AcquireProbe::start("", &key, opts.key_template_value());
         let result = self
-            .acquire_probed(key, opts, share, &probe)
+            .acquire_probed(key, opts, share, &probe, call)
             .instrument(probe.span())
             .await;
         probe.finish(result.as_ref().map(|guard| Some(guard.fencing_token())));
@@ -163,6 +164,7 @@ impl LockManager {
         opts: &LockOptions,
         share: Option<Share>,
         probe: &AcquireProbe,
+        call: InFlightCall,
     ) -> Result<LockGuard, LockError> {
         let counter_key = self.counter_key(&key);
         let request = Request {
@@ -172,11 +174,11 @@ impl LockManager {
             mint: || self.new_value_as(opts, share),
         };
         let won = self.shared.backend.acquire(&request, probe).await?;
-        self.guard(key.clone(), won, opts).await
+        self.guard(key.clone(), won, opts, call).await
     }
 
-    /// The guard of a lock `won` on `key`, unless the manager was closed meanwhile (see
-    /// [`admit`](Self::admit)).
+    /// The guard of a lock `won` on `key` by `call`, unless the manager was closed meanwhile
+    /// (see [`admit`](Self::admit)).
     ///
     /// # Errors
     /// [`LockError::Closed`], once the lock was given back.
@@ -185,21 +187,27 @@ impl LockManager {
         key: String,
         won: Won,
         opts: &LockOptions,
+        call: InFlightCall,
     ) -> Result<LockGuard, LockError> {
         let guard = self.new_guard(key, won, opts);
-        let mut admitted = self.admit(vec![guard]).await?;
+        let mut admitted = self.admit(vec![guard], call).await?;
         admitted.pop().ok_or(LockError::Closed)
     }
 
-    /// Hands `guards`, won by one acquire call, to the caller, unless the manager was closed
+    /// Hands `guards`, won by the acquire `call`, to the caller, unless the manager was closed
     /// since the call started: then each is given back (released at once, without a minimum
     /// hold: no work ran under it) and, once every release in flight has finished, the call
     /// fails. So an acquire in flight across [`close`](Self::close) either holds what it
-    /// returns or leaves nothing behind. Cancel-safe: the releases are spawned first.
+    /// returns or leaves nothing behind, and close, which waits for `call`, returns after
+    /// the give-back. Cancel-safe: the releases are spawned first.
     ///
     /// # Errors
     /// [`LockError::Closed`].
-    pub(crate) async fn admit(&self, guards: Vec<LockGuard>) -> Result<Vec<LockGuard>, LockError> {
+    pub(crate) async fn admit(
+        &self,
+        guards: Vec<LockGuard>,
+        call: InFlightCall,
+    ) -> Result<Vec<LockGuard>, LockError> {
         // Each lease was registered among the live ones before this check: a close that
         // drained them before took them (and releases them); one that drains them later finds
         // the manager closed here.
@@ -209,6 +217,8 @@ impl LockManager {
         for guard in guards {
             guard.give_back();
         }
+        // The give-backs are in flight now; this call no longer is.
+        drop(call);
         self.shared.backend.releases_settled().await;
         Err(LockError::Closed)
     }
@@ -277,6 +287,7 @@ impl LockManager {
         share: Option<Share>,
     ) -> Result<Option<LockGuard>, LockError> {
         let key = self.checked_key(key, opts)?;
+        let call = self.shared.backend.start_call()?;
         let counter_key = self.counter_key(&key);
         let value = self.new_value_as(opts, share);
         let attempt_start = Instant::now();
@@ -300,7 +311,7 @@ impl LockManager {
                     attempt_start,
                     claim: None,
                 };
-                Ok(Some(self.guard(key, won, opts).await?))
+                Ok(Some(self.guard(key, won, opts, call).await?))
             }
             Vote::Lost { .. } => Ok(None),
         }
@@ -317,10 +328,16 @@ impl LockManager {
     /// acquires and attribute calls), stops its background work (the watchdog, whose leases are
     /// now released; the hand-off listener; the Sentinel fail-over subscription), and makes
     /// every later acquire on it, and on its clones, fail at once with [`LockError::Closed`]. A
-    /// call waiting in `acquire` ends with that error at its next re-check, and withdraws from
-    /// the queue; an acquire whose lock is won while the manager closes gives it back and
-    /// returns that error too (it never returns a guard that holds nothing). When `close`
-    /// returns, no release is in flight: the runtime may end.
+    /// call waiting in `acquire` (queued or in backoff) wakes at once, withdraws from the queue
+    /// and ends with that error; an acquire whose lock is won while the manager closes gives it
+    /// back and returns that error too (it never returns a guard that holds nothing). `close`
+    /// waits for every such acquire in flight (an attempt whose reply is on its way ends within
+    /// the response timeout; Redlock: the node timeout) and for its give-back or withdrawal,
+    /// for at most 10 s: that cap only matters for an acquire future that is kept but no
+    /// longer polled (a warning is logged, and its give-back happens when it is polled again
+    /// or dropped).
+    /// When `close` returns, no release is in flight and no acquire of this manager can still
+    /// take a key: the runtime may end.
     ///
     /// The work runs in a task it spawns on the runtime, so a `close` whose future is dropped
     /// (a timeout around it) still releases everything; a second call waits for that work and
@@ -348,7 +365,8 @@ impl LockManager {
     /// of this call's releases that could not be sent; every other guard is released anyway.
     /// A release that failed is retried in the background and `close` waits for it: with Redis
     /// unreachable it returns once the retries give up (16 attempts with backoff, never past
-    /// the lease's TTL), and the key expires with its TTL.
+    /// the lease's TTL), and the key expires with its TTL. So its wait is bounded by the
+    /// acquires in flight (one response timeout, capped at 10 s) plus those retries.
     pub async fn close(&self) -> Result<(), LockError> {
         // Everything up to the spawn happens at the first poll, before any `.await`.
         self.shared.backend.close();
@@ -360,6 +378,8 @@ impl LockManager {
         });
         // The task dropped unrun: its runtime is shutting down, and this call with it.
         let result = released.await.unwrap_or(Ok(()));
+        // The acquires in flight first: each ends having spawned its give-back, if any.
+        self.shared.backend.calls_settled().await;
         self.shared.backend.releases_settled().await;
         result
     }

@@ -346,3 +346,60 @@ async fn a_handed_over_job_lock_keeps_its_minimum_when_dropped() {
 async fn a_handed_over_job_lock_keeps_its_minimum_when_closed() {
     a_handed_over_job_lock_keeps_its_minimum(End::Close).await;
 }
+
+/// A job lock of three seconds' minimum, on its own key per `name`.
+#[lockcore::distributed_lock(
+    key = "job:reentry:<name>",
+    manager = locks,
+    ttl_ms = 10_000,
+    wait_ms = 0,
+    hold_at_least_ms = 3_000
+)]
+async fn minimum_job(locks: &LockManager, name: &str, runs: &AtomicU32) -> Result<(), LockError> {
+    runs.fetch_add(1, Ordering::SeqCst);
+    Ok(())
+}
+
+/// A plain lock on the same key around the job.
+#[lockcore::distributed_lock(key = "job:reentry:<name>", manager = locks, ttl_ms = 10_000, wait_ms = 0)]
+async fn plain_around_job(
+    locks: &LockManager,
+    name: &str,
+    runs: &AtomicU32,
+) -> Result<(), LockError> {
+    minimum_job(locks, name, runs).await
+}
+
+/// A job lock nested in a plain lock of the same task on the same key would re-enter, and a
+/// re-entry makes no acquire for its minimum to count from: it is refused with
+/// `InvalidOptions` naming the key and the minimum, and its body never runs (its minimum is
+/// never silently dropped). Twin: the same job alone runs and keeps its key for the minimum.
+#[tokio::test]
+async fn a_job_lock_nested_in_a_plain_lock_is_refused_not_stripped_of_its_minimum() {
+    let (_server, locks, mut raw) = start_with_manager().await;
+    let runs = AtomicU32::new(0);
+    minimum_job(&locks, "alone", &runs).await.unwrap();
+    let kept = pttl(&mut raw, &full("job:reentry:alone")).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    assert!(
+        kept > 2_000,
+        "control: the job alone keeps its minimum: pttl {kept}"
+    );
+
+    let runs = AtomicU32::new(0);
+    let nested = plain_around_job(&locks, "nested", &runs).await;
+    let left = pttl(&mut raw, &full("job:reentry:nested")).await;
+    match nested {
+        Err(LockError::InvalidOptions { reason }) => assert!(
+            reason.contains("lock:job:reentry:nested")
+                && reason.contains("hold_at_least_ms = 3000"),
+            "the reason names the key and the minimum: {reason}"
+        ),
+        other => panic!(
+            "a nested job lock must be refused, got {other:?}; its body ran {} times, pttl after {left}",
+            runs.load(Ordering::SeqCst)
+        ),
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the nested job never runs");
+    assert_eq!(left, -2, "the plain lock released its key");
+}

@@ -128,12 +128,17 @@ pub struct Lock {
 /// (an exclusive hold covers every kind; a read share a read; a permit a permit of the same
 /// count).
 ///
+/// A nested call re-enters only a hold that is still held: once the manager was closed it
+/// fails with [`LockError::Closed`], once the enclosing lease ended with [`LockError::Lost`]
+/// (its body never runs, never beside another holder).
+///
 /// # Errors
 /// `manager`'s error; [`LockError::AlreadyHeld`] at once when a key is held by an enclosing
 /// call and `reentrant` is off (or only part of the set is held);
 /// [`LockError::InvalidOptions`] at once, naming both kinds, when the enclosing hold does not
 /// cover this call's kind (a write or plain lock inside a share, another permit count, a read
-/// inside permits or permits inside a read); else as [`LockManager::acquire_many`].
+/// inside permits or permits inside a read); [`LockError::Closed`] or [`LockError::Lost`] when
+/// the enclosing hold is no longer held; else as [`LockManager::acquire_many`].
 pub async fn lock<I>(
     manager: Result<LockManager, LockError>,
     keys: I,
@@ -172,9 +177,13 @@ where
 
 /// [`lock`] of a job lock: `hold_at_least_ms` (see [`LockOptions::hold_at_least`]).
 ///
+/// A job lock never re-enters: its minimum counts from its own acquire, which a re-entry does
+/// not make.
+///
 /// # Errors
 /// As [`lock`]; [`LockError::InvalidOptions`] when the minimum exceeds the ttl (the manager's
-/// default ttl, when the attribute has no `ttl_ms`).
+/// default ttl, when the attribute has no `ttl_ms`), and at once, naming the key and the
+/// minimum, when an enclosing call of this task holds the key (`reentrant` on).
 pub async fn lock_job<I>(
     manager: Result<LockManager, LockError>,
     keys: I,
@@ -228,10 +237,14 @@ where
             (Arc::new(hold), true)
         }
         Enclosing::All { hold, kind: held } if settings.reentrant => {
+            let key = full.first().map(String::as_str).unwrap_or_default();
             if !held.covers(kind) {
-                let key = full.first().map(String::as_str).unwrap_or_default();
                 return Err(reentrancy::kind_mismatch(key, held, kind));
             }
+            if let Some(ms) = hold_at_least_ms {
+                return Err(reentrancy::minimum_on_reentry(key, ms));
+            }
+            reentrancy::still_held(&manager, &hold)?;
             (hold, false)
         }
         Enclosing::All { .. } => {

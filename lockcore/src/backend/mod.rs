@@ -5,6 +5,7 @@
 
 pub(crate) mod backoff;
 mod cleanup;
+pub(crate) use cleanup::InFlightCall;
 pub(crate) mod handoff;
 mod late;
 mod migration;
@@ -20,7 +21,6 @@ pub(crate) mod vote;
 pub(crate) mod waiting;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
@@ -44,10 +44,12 @@ use crate::util::time::{Shown, validity};
 pub(crate) struct Backend {
     kind: Kind,
     runtime: Handle,
-    /// Set by [`close`](Self::close): no acquire is made any more.
-    closed: Arc<AtomicBool>,
+    /// Set by [`close`](Self::close): no acquire is made any more, and waiting calls wake.
+    closed: Arc<cleanup::Closed>,
     /// The background releases in flight, which the manager's close waits for.
     in_flight: Arc<cleanup::InFlight>,
+    /// The acquire calls in flight, which the manager's close waits for (bounded).
+    calls: Arc<cleanup::InFlight>,
 }
 
 #[derive(Clone)]
@@ -95,6 +97,7 @@ impl Backend {
             runtime,
             closed: Arc::default(),
             in_flight: Arc::default(),
+            calls: Arc::default(),
         }
     }
 
@@ -105,6 +108,7 @@ impl Backend {
             runtime,
             closed: Arc::default(),
             in_flight: Arc::default(),
+            calls: Arc::default(),
         }
     }
 
@@ -135,7 +139,7 @@ impl Backend {
 
     /// [`LockError::Closed`] once [`close`](Self::close) was called.
     pub(crate) fn ensure_open(&self) -> Result<(), LockError> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.is_set() {
             return Err(LockError::Closed);
         }
         Ok(())
@@ -417,7 +421,7 @@ impl Backend {
     /// hand-off listener, and the Sentinel fail-over subscription; later acquires fail with
     /// [`LockError::Closed`].
     pub(crate) fn close(&self) {
-        self.closed.store(true, Ordering::Release);
+        self.closed.set();
         if let Kind::Single(single) = &self.kind {
             single.close();
         }

@@ -63,7 +63,8 @@ impl Backend {
     ///
     /// # Errors
     /// - [`LockError::Contended`] when the key stayed held for the whole wait budget;
-    /// - [`LockError::Closed`] once the manager is closed (also while waiting);
+    /// - [`LockError::Closed`] once the manager is closed (also while waiting: a close wakes
+    ///   the call, which withdraws from the queue);
     /// - any error of [`attempt`](Backend::attempt) at once, except a refusal Redis Cluster
     ///   answers before it runs a script (`TRYAGAIN` during a slot migration), which is waited
     ///   out like a held key.
@@ -193,12 +194,17 @@ impl Backend {
                 // Wake no later than the holder's lease ends (+1 ms for the expiry).
                 delay = delay.min(ttl + Duration::from_millis(1));
             }
+            // A close wakes the call at once: the next round finds the manager closed.
             let Some(q) = &queued else {
-                tokio::time::sleep(delay).await;
+                tokio::select! {
+                    () = self.closing() => {}
+                    () = tokio::time::sleep(delay) => {}
+                }
                 continue;
             };
             tokio::select! {
                 () = q.waiter.woken() => {}
+                () = self.closing() => {}
                 () = tokio::time::sleep(delay) => {}
             }
             q.waiter.keep_listening();

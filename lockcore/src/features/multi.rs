@@ -171,6 +171,7 @@ impl LockManager {
             // measured from: the keys are taken one by one instead.
             return Ok(None);
         }
+        let call = self.shared().backend.start_call()?;
         let attempt_start = Instant::now();
         let Some(fencing_tokens) = self.shared().backend.attempt_all(&bulk, ttl).await? else {
             return Ok(None);
@@ -193,7 +194,7 @@ impl LockManager {
                 guard
             })
             .collect();
-        Ok(Some(self.admit(guards).await?))
+        Ok(Some(self.admit(guards, call).await?))
     }
 
     /// Acquires the locks on every key of `keys` (the manager's prefix is put in front of each),

@@ -80,6 +80,34 @@ pub(crate) fn kind_mismatch(key: &str, held: Kind, asked: Kind) -> LockError {
     }
 }
 
+/// [`LockError::InvalidOptions`] for a nested job lock (`hold_at_least_ms`) on `key` (full
+/// key) inside an enclosing call that holds it: a re-entry makes no acquire, and the minimum
+/// counts from one, so it would be dropped.
+pub(crate) fn minimum_on_reentry(key: &str, hold_at_least_ms: u64) -> LockError {
+    LockError::InvalidOptions {
+        reason: format!(
+            "`{}` is held by an enclosing `#[distributed_lock]` call of this task, and a nested call with `hold_at_least_ms = {hold_at_least_ms}` asks to re-enter it; its minimum counts from its own acquire, which a re-entry does not make: put `hold_at_least_ms` on the outermost call, or call the job outside the enclosing lock",
+            Escaped(key)
+        ),
+    }
+}
+
+/// `Ok(())` when the enclosing `hold` of `manager` still holds every key, so that a nested call
+/// may run under it.
+///
+/// # Errors
+/// [`LockError::Closed`] once the manager was closed (close released the hold);
+/// [`LockError::Lost`] naming the first key whose lease ended.
+pub(crate) fn still_held(manager: &LockManager, hold: &MultiGuard) -> Result<(), LockError> {
+    manager.ensure_open()?;
+    match hold.guards().iter().find(|guard| !guard.is_held()) {
+        Some(lost) => Err(LockError::Lost {
+            key: lost.key().to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What the enclosing calls hold of a key set.
 pub(crate) enum Enclosing {
     /// None of the keys.
