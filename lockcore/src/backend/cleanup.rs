@@ -4,11 +4,11 @@
 //! closes the backend.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::single::{BulkKey, Single};
@@ -229,18 +229,15 @@ impl std::fmt::Debug for InFlightCall {
     }
 }
 
-/// The releases and acquire calls of one backend that are in flight (started and not ended).
-#[derive(Debug)]
+/// The releases and acquire calls of one backend that are in flight (started and not ended):
+/// a counter, and a wake-up sent only once somebody waits for it to reach zero, so that an
+/// uncontended acquire + release pays two atomic updates for it and nothing more.
+#[derive(Debug, Default)]
 pub(crate) struct InFlight {
-    count: watch::Sender<usize>,
-}
-
-impl Default for InFlight {
-    fn default() -> Self {
-        InFlight {
-            count: watch::Sender::new(0),
-        }
-    }
+    count: AtomicUsize,
+    /// Set for good by the first [`settled`](Self::settled) (only a close waits).
+    watched: AtomicBool,
+    zero: Notify,
 }
 
 /// One release in flight; dropping it (the task ended or was dropped unrun) ends it.
@@ -248,22 +245,33 @@ struct Tracked(Arc<InFlight>);
 
 impl Drop for Tracked {
     fn drop(&mut self) {
-        self.0
-            .count
-            .send_modify(|count| *count = count.saturating_sub(1));
+        // SeqCst here and in `settled`: either the waiter sees the count at zero, or this drop
+        // sees the waiter and wakes it.
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 && self.0.watched.load(Ordering::SeqCst)
+        {
+            self.0.zero.notify_waiters();
+        }
     }
 }
 
 impl InFlight {
     fn track(self: &Arc<Self>) -> Tracked {
-        self.count.send_modify(|count| *count += 1);
+        self.count.fetch_add(1, Ordering::SeqCst);
         Tracked(Arc::clone(self))
     }
 
     async fn settled(&self) {
-        let mut count = self.count.subscribe();
-        // The sender lives in `self`: the wait ends only when the count is zero.
-        let _ = count.wait_for(|count| *count == 0).await;
+        loop {
+            let notified = self.zero.notified();
+            tokio::pin!(notified);
+            // Registered before the check: a drop to zero after it wakes this wait.
+            notified.as_mut().enable();
+            self.watched.store(true, Ordering::SeqCst);
+            if self.count.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
