@@ -184,7 +184,10 @@ impl Backend {
                 // never hands the key to a waiter that left. If Redis cannot be reached, or
                 // this call is dropped meanwhile, `withdraw` still does it in the background.
                 if let (Some(withdraw), Some(value)) = (withdraw, &call_value)
-                    && self.release(key, value, opts.ttl(), None, None).await.is_ok()
+                    && self
+                        .release(key, value, opts.ttl(), None, None)
+                        .await
+                        .is_ok()
                 {
                     withdraw.disarm();
                 }
