@@ -179,18 +179,9 @@ impl Backend {
             let waited = started.elapsed();
             let remaining = opts.wait_budget().saturating_sub(waited);
             if remaining.is_zero() {
-                // A queued waiter withdraws its entry (and gives back a lock handed to it just
-                // now) before it reports `Contended`, so that a release right after this error
-                // never hands the key to a waiter that left. If Redis cannot be reached, or
-                // this call is dropped meanwhile, `withdraw` still does it in the background.
-                if let (Some(withdraw), Some(value)) = (withdraw, &call_value)
-                    && self
-                        .release(key, value, opts.ttl(), None, None)
-                        .await
-                        .is_ok()
-                {
-                    withdraw.disarm();
-                }
+                // A queued waiter's entry is withdrawn as `withdraw` drops, in the background:
+                // the error returns within the budget. A release in the meantime may still hand
+                // the key to this waiter; the withdrawal then gives it back at once.
                 return Err(LockError::Contended {
                     key: key.to_owned(),
                     waited,
