@@ -11,26 +11,26 @@ use super::contract_tests::{call, cmd, ints, node};
 use super::*;
 use crate::protocol::call::Call;
 
-const KEYS: [&str; 5] = [
+pub(super) const KEYS: [&str; 5] = [
     "lock:p",
     "lock:__fencing_counter__",
     "lock:__waitq__{x}p",
     "lock:__waiters__{x}p",
     "lock:__shares__{x}p",
 ];
-const A: &str = "11111111-1111-4111-8111-111111111111";
-const B: &str = "22222222-2222-4222-8222-222222222222";
-const C: &str = "33333333-3333-4333-8333-333333333333";
+pub(super) const A: &str = "11111111-1111-4111-8111-111111111111";
+pub(super) const B: &str = "22222222-2222-4222-8222-222222222222";
+pub(super) const C: &str = "33333333-3333-4333-8333-333333333333";
 
-fn permit(token: &str, permits: u32) -> String {
+pub(super) fn permit(token: &str, permits: u32) -> String {
     format!("{token} {{\"pid\":1,\"acquired_at\":5,\"permits\":{permits}}}")
 }
 
-fn reader(token: &str) -> String {
+pub(super) fn reader(token: &str) -> String {
     format!("{token} {{\"pid\":1,\"acquired_at\":5,\"mode\":\"read\"}}")
 }
 
-fn first(reply: &Value) -> i64 {
+pub(super) fn first(reply: &Value) -> i64 {
     match reply {
         Value::Array(items) => match items.first() {
             Some(Value::Int(n)) => *n,

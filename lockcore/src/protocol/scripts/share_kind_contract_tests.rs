@@ -8,27 +8,10 @@ use lockcore_tests::RedisServer;
 use redis::Value;
 
 use super::contract_tests::{call, cmd, ints, node};
+use super::share_contract_tests::{A, B, C, KEYS, first, permit, reader};
 use super::*;
 
-const KEYS: [&str; 5] = [
-    "lock:p",
-    "lock:__fencing_counter__",
-    "lock:__waitq__{x}p",
-    "lock:__waiters__{x}p",
-    "lock:__shares__{x}p",
-];
 const PAIR: [&str; 2] = [KEYS[0], KEYS[4]];
-const A: &str = "11111111-1111-4111-8111-111111111111";
-const B: &str = "22222222-2222-4222-8222-222222222222";
-const C: &str = "33333333-3333-4333-8333-333333333333";
-
-fn permit(token: &str, permits: u32) -> String {
-    format!("{token} {{\"pid\":1,\"acquired_at\":5,\"permits\":{permits}}}")
-}
-
-fn reader(token: &str) -> String {
-    format!("{token} {{\"pid\":1,\"acquired_at\":5,\"mode\":\"read\"}}")
-}
 
 fn plain(token: &str) -> String {
     format!("{token} {{\"pid\":1,\"acquired_at\":5}}")
@@ -36,16 +19,6 @@ fn plain(token: &str) -> String {
 
 fn refused(kind: &str) -> Value {
     Value::Array(vec![Value::Int(-2), Value::BulkString(kind.into())])
-}
-
-fn first(reply: &Value) -> i64 {
-    match reply {
-        Value::Array(items) => match items.first() {
-            Some(Value::Int(n)) => *n,
-            _ => panic!("{reply:?}"),
-        },
-        _ => panic!("{reply:?}"),
-    }
 }
 
 /// Queues `value` by hand with a live entry (deadline far ahead) and the default counter.
