@@ -189,6 +189,42 @@ fn a_redlock_manager_outlives_the_runtime_that_built_it() {
     });
 }
 
+/// A Redlock manager's node connections are made on first use: built on a runtime that keeps
+/// running, first used on a short-lived one that then ends, its next call from the long-lived
+/// runtime still succeeds (the connection made on the short-lived runtime is re-made). Twin: a
+/// manager first used on the long-lived runtime.
+#[test]
+fn a_redlock_manager_first_used_on_a_runtime_that_ends() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    for first_on_short_lived in [false, true] {
+        let main = multi_thread_runtime(2);
+        let locks = main.block_on(async {
+            LockManager::builder()
+                .nodes(servers.iter().map(RedisServer::url))
+                .build()
+                .await
+                .expect("redlock manager")
+        });
+        let what = if first_on_short_lived {
+            "first used on a runtime that ended"
+        } else {
+            "twin: first used on the long-lived runtime"
+        };
+        if first_on_short_lived {
+            let short = current_thread_runtime();
+            short.block_on(round_trip(
+                &locks,
+                "rt:first",
+                &format!("short-lived, {what}"),
+            ));
+            drop(short);
+        } else {
+            main.block_on(round_trip(&locks, "rt:first", what));
+        }
+        main.block_on(round_trip(&locks, "rt:next", &format!("next call, {what}")));
+    }
+}
+
 /// ... and a Redis Cluster manager (redis-rs' cluster connection).
 #[test]
 fn a_cluster_manager_outlives_the_runtime_that_built_it() {

@@ -14,7 +14,7 @@
 //! starts a reconnect after a failure on that runtime: should it end, the next command fails
 //! once and reconnects).
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -50,8 +50,10 @@ pub(crate) struct Node {
 /// A node's connection re-made on lockcore's background runtime, once the runtime that made
 /// the node's first one has shut down. Shared by the node's clones.
 struct Revival {
-    /// The runtime the node's first connection (`Node::conn`) was made on.
-    built_on: RuntimeWatch,
+    /// The runtime the node's first connection (`Node::conn`) was made on: the building
+    /// runtime, or for a lazy node the runtime of its first command (redis-rs makes a lazy
+    /// connection on the runtime of the first request).
+    built_on: OnceLock<RuntimeWatch>,
     remake: Remake,
     /// The connection re-made last, and the runtime it was made on.
     current: RwLock<Option<(Conn, RuntimeWatch)>>,
@@ -68,8 +70,21 @@ enum Remake {
 
 impl Revival {
     fn new(remake: Remake) -> Option<Arc<Revival>> {
+        Self::made_on(Some(RuntimeWatch::current()), remake)
+    }
+
+    /// The revival of a lazy node, whose connection is made by its first command.
+    fn lazy(remake: Remake) -> Option<Arc<Revival>> {
+        Self::made_on(None, remake)
+    }
+
+    fn made_on(built_on: Option<RuntimeWatch>, remake: Remake) -> Option<Arc<Revival>> {
+        let watch = OnceLock::new();
+        if let Some(built_on) = built_on {
+            let _ = watch.set(built_on);
+        }
         Some(Arc::new(Revival {
-            built_on: RuntimeWatch::current(),
+            built_on: watch,
             remake,
             current: RwLock::new(None),
             remaking: tokio::sync::Mutex::new(()),
@@ -246,7 +261,7 @@ impl Node {
             conn: Conn::Plain(conn),
             name,
             subscriber: Subscriber::Fixed(vec![client.clone()]),
-            revival: Revival::new(Remake::Plain(client, config)),
+            revival: Revival::lazy(Remake::Plain(client, config)),
         })
     }
 
@@ -311,7 +326,14 @@ impl Node {
     /// with died with its runtime (send on it only through `on_background`); `None` (use `conn`) while that runtime runs: one atomic load.
     async fn revived(&self) -> redis::RedisResult<Option<Conn>> {
         match &self.revival {
-            Some(revival) if revival.built_on.shut_down() => revival.conn().await.map(Some),
+            Some(revival)
+                if revival
+                    .built_on
+                    .get_or_init(RuntimeWatch::current)
+                    .shut_down() =>
+            {
+                revival.conn().await.map(Some)
+            }
             _ => Ok(None),
         }
     }
