@@ -118,8 +118,8 @@ impl Revival {
         let remake = self.remake.clone();
         // Made there, the connection's I/O tasks (redis-rs spawns them on the runtime current
         // where it is made) run there too; so does everything it is then used for (see
-        // `on_background`).
-        let (conn, watch) = on_background(async move {
+        // `background::run_command`).
+        let (conn, watch) = background::run_command(async move {
             let conn = match remake {
                 Remake::Plain(client, config) => {
                     Conn::Plain(ConnectionManager::new_lazy_with_config(client, config)?)
@@ -135,25 +135,6 @@ impl Revival {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Some((conn.clone(), watch));
         Ok(conn)
     }
-}
-
-/// Runs `call` on lockcore's background runtime and waits for its reply from the caller's.
-/// A revived connection is used only this way: a reconnect of redis-rs' `ConnectionManager`
-/// (or the cluster client) starts on the runtime of the call that noticed the failure, so
-/// calls made there keep every I/O task of the connection on the background runtime.
-///
-/// # Errors
-/// `call`'s error; a client error when the background runtime is unavailable or `call`
-/// panicked.
-async fn on_background<T: Send + 'static>(
-    call: impl Future<Output = redis::RedisResult<T>> + Send + 'static,
-) -> redis::RedisResult<T> {
-    background::run(call).await.unwrap_or_else(|| {
-        Err(redis::RedisError::from((
-            redis::ErrorKind::Client,
-            "the runtime this lock manager's connection was made on has shut down, and lockcore's background runtime is unavailable",
-        )))
-    })
 }
 
 /// The connection of a [`Node`].
@@ -323,7 +304,7 @@ impl Node {
     }
 
     /// The connection re-made on lockcore's background runtime when the one this node was made
-    /// with died with its runtime (send on it only through `on_background`); `None` (use `conn`) while that runtime runs: one atomic load.
+    /// with died with its runtime (send on it only through `background::run_command`); `None` (use `conn`) while that runtime runs: one atomic load.
     async fn revived(&self) -> redis::RedisResult<Option<Conn>> {
         match &self.revival {
             Some(revival)
@@ -393,7 +374,7 @@ impl Node {
             let mut conn = conn.clone();
             let call = async move { conn.route_command(cmd, routing).await };
             let value = if revived.is_some() {
-                on_background(call).await
+                background::run_command(call).await
             } else {
                 call.await
             }
@@ -422,7 +403,7 @@ impl Node {
                 let pipeline = pipeline.clone();
                 let call = async move { conn.route_pipeline(pipeline, 0, count, route).await };
                 if revived.is_some() {
-                    on_background(call).await
+                    background::run_command(call).await
                 } else {
                     call.await
                 }
@@ -447,7 +428,7 @@ impl ConnectionLike for Node {
             let reply = match revived {
                 Some(mut conn) => {
                     let cmd = cmd.clone();
-                    on_background(async move { conn.command(&cmd).await }).await
+                    background::run_command(async move { conn.command(&cmd).await }).await
                 }
                 None => self.conn.command(cmd).await,
             };
@@ -471,8 +452,10 @@ impl ConnectionLike for Node {
             let replies = match revived {
                 Some(mut conn) => {
                     let pipeline = pipeline.clone();
-                    on_background(async move { conn.commands(&pipeline, offset, count).await })
-                        .await
+                    background::run_command(
+                        async move { conn.commands(&pipeline, offset, count).await },
+                    )
+                    .await
                 }
                 None => self.conn.commands(pipeline, offset, count).await,
             };

@@ -393,31 +393,13 @@ async fn follow_switch_master(
     }
 }
 
-/// Runs `call` on lockcore's background runtime and waits for its reply: once the primary's
-/// first runtime is gone, every command goes this way, so that a reconnect of redis-rs'
-/// `ConnectionManager` (started on the runtime of the call that noticed the failure) starts
-/// there too.
-///
-/// # Errors
-/// `call`'s error; a client error when `call` panicked.
-async fn on_background<T: Send + 'static>(
-    call: impl Future<Output = redis::RedisResult<T>> + Send + 'static,
-) -> redis::RedisResult<T> {
-    background::run(call).await.unwrap_or_else(|| {
-        Err(redis::RedisError::from((
-            redis::ErrorKind::Client,
-            "a lock command on lockcore's background runtime did not complete",
-        )))
-    })
-}
-
 impl ConnectionLike for SentinelPrimary {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let mut conn = self.conn();
             let reply = if self.inner.on_background.load(Ordering::Acquire) {
                 let cmd = cmd.clone();
-                on_background(async move { conn.req_packed_command(&cmd).await }).await
+                background::run_command(async move { conn.req_packed_command(&cmd).await }).await
             } else {
                 conn.req_packed_command(cmd).await
             };
@@ -438,9 +420,9 @@ impl ConnectionLike for SentinelPrimary {
             let mut conn = self.conn();
             let reply = if self.inner.on_background.load(Ordering::Acquire) {
                 let pipeline = pipeline.clone();
-                on_background(
-                    async move { conn.req_packed_commands(&pipeline, offset, count).await },
-                )
+                background::run_command(async move {
+                    conn.req_packed_commands(&pipeline, offset, count).await
+                })
                 .await
             } else {
                 conn.req_packed_commands(pipeline, offset, count).await

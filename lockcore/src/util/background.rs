@@ -53,6 +53,22 @@ where
     handle()?.spawn(task).await.ok()
 }
 
+/// [`run`] of a Redis call: its reply, or a client error when the background runtime is
+/// unavailable or the call panicked. Once a connection's first runtime is gone, its commands go
+/// this way: a reconnect of redis-rs' `ConnectionManager` (or the cluster client) starts on the
+/// runtime of the call that noticed the failure, so calls made here keep every I/O task of the
+/// connection on the background runtime.
+pub(crate) async fn run_command<T: Send + 'static>(
+    call: impl Future<Output = redis::RedisResult<T>> + Send + 'static,
+) -> redis::RedisResult<T> {
+    run(call).await.unwrap_or_else(|| {
+        Err(redis::RedisError::from((
+            redis::ErrorKind::Client,
+            "a lock command on lockcore's background runtime did not complete (the runtime is unavailable, or the command panicked)",
+        )))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
